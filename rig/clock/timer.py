@@ -1,0 +1,136 @@
+"""A nanosecond-precise wake-up for the asyncio loop, from a Linux timerfd.
+
+asyncio rounds every selector timeout up to a whole millisecond (epoll takes ms), so a
+task that sleeps until a deadline wakes anywhere in [deadline, deadline + 1 ms]. For a
+pacer that records sub-millisecond lateness that is most of the error budget. A timerfd
+armed at an absolute CLOCK_MONOTONIC time becomes readable at the deadline itself (kernel
+hrtimer), and the loop wakes on it like any other fd.
+
+One timerfd per event loop serves every waiter: a heap of (deadline, future), the fd armed
+at the earliest one. Where timerfd is unavailable `precise_timer()` returns None and the
+caller falls back to `asyncio.sleep`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import heapq
+import itertools
+import os
+import sys
+import time
+import weakref
+
+_CLOCK_MONOTONIC = 1
+_TFD_NONBLOCK = 0o4000
+_TFD_CLOEXEC = 0o2000000
+_TFD_TIMER_ABSTIME = 1
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.timerfd_settime.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(_Itimerspec),
+            ctypes.c_void_p,
+        ]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
+
+
+class PreciseTimer:
+    """Wakes coroutines at absolute monotonic deadlines through one timerfd."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert _LIBC is not None
+        fd = _LIBC.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._fd: int = fd
+        self._loop = loop
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._counter = itertools.count()
+        self._armed_ns: int | None = None
+        loop.add_reader(fd, self._on_ready)
+
+    def close(self) -> None:
+        try:
+            self._loop.remove_reader(self._fd)
+        except (RuntimeError, ValueError):
+            pass
+        os.close(self._fd)
+
+    async def sleep_until(self, t_ns: int) -> None:
+        if t_ns <= time.monotonic_ns():
+            await asyncio.sleep(0)
+            return
+        fut: asyncio.Future[None] = self._loop.create_future()
+        heapq.heappush(self._heap, (t_ns, next(self._counter), fut))
+        if self._armed_ns is None or t_ns < self._armed_ns:
+            self._arm(t_ns)
+        await fut
+
+    def _arm(self, t_ns: int) -> None:
+        assert _LIBC is not None
+        spec = _Itimerspec()
+        spec.it_value.tv_sec = t_ns // 1_000_000_000
+        spec.it_value.tv_nsec = t_ns % 1_000_000_000
+        if _LIBC.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+        self._armed_ns = t_ns
+
+    def _on_ready(self) -> None:
+        try:
+            os.read(self._fd, 8)
+        except BlockingIOError:
+            pass
+        now = time.monotonic_ns()
+        self._armed_ns = None
+        while self._heap and self._heap[0][0] <= now:
+            _, _, fut = heapq.heappop(self._heap)
+            if not fut.done():
+                fut.set_result(None)
+        # Drop cancelled waiters at the head so we do not arm for them.
+        while self._heap and self._heap[0][2].done():
+            heapq.heappop(self._heap)
+        if self._heap:
+            self._arm(self._heap[0][0])
+
+
+_TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PreciseTimer] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def precise_timer() -> PreciseTimer | None:
+    """The running loop's PreciseTimer, created on first use; None where unsupported."""
+    if _LIBC is None:
+        return None
+    loop = asyncio.get_running_loop()
+    timer = _TIMERS.get(loop)
+    if timer is None:
+        try:
+            timer = PreciseTimer(loop)
+        except (OSError, NotImplementedError):
+            return None
+        _TIMERS[loop] = timer
+    return timer

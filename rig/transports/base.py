@@ -1,0 +1,70 @@
+"""The one small interface every transport implements.
+
+A transport is a thin asyncio shell around one live connection to a system: it sends uplink
+PCM when the session tells it to, and yields what arrives, each item stamped on the shared
+clock as it comes off the wire. It holds no policy: pacing, placement and recording live in
+the session and the sans-I/O core.
+
+End of stream is signalled by `receive()` finishing; a connection that dies raises
+`TransportError` out of it (never a silent end: a dead peer is not a silent peer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Pcm16 = npt.NDArray[np.int16]
+
+
+@dataclass(frozen=True, slots=True)
+class DownAudio:
+    """Audio from the system: mono int16 PCM at `sample_rate`, stamped on arrival."""
+
+    pcm: Pcm16
+    sample_rate: int
+    t_ns: int
+    server_ts_ms: float | None = None
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DownEvent:
+    """A protocol event from the system (or the transport), stamped on arrival."""
+
+    kind: str
+    t_ns: int
+    data: dict[str, Any] = field(default_factory=dict)
+    server_ts_ms: float | None = None
+
+
+Incoming = DownAudio | DownEvent
+
+
+class Transport(Protocol):
+    """A live connection to one system under test."""
+
+    #: sample rate the system expects on the uplink (the session resamples to it)
+    uplink_rate: int
+
+    async def open(self) -> None:
+        """Connect and finish any handshake; raise TransportError on failure."""
+
+    async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
+        """Send one uplink frame; return the shared-clock time it was handed to the OS."""
+
+    async def send_event(self, kind: str, data: dict[str, Any]) -> None:
+        """Send a control message (end of input, clock probe, truncate...)."""
+
+    def receive(self) -> AsyncIterator[Incoming]:
+        """Everything the system sends, in arrival order, until it closes."""
+
+    async def close(self) -> None:
+        """Close; safe to call twice."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings for the manifest (never secrets)."""
