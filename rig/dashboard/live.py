@@ -1,0 +1,267 @@
+"""The dashboard driver: bus → reducer → frozen snapshot → rich Live (or plain lines).
+
+How this works: a pump task wakes `refresh_hz` times a second on the injected clock, drains
+its bus subscription into a `Reducer` in small slices (yielding between slices so the audio
+loop keeps its deadlines) and swaps in a new frozen snapshot. rich's `Live` renders that
+snapshot from its own refresh thread, so the loop never formats a table. Headless mode
+(auto when the console is not a terminal) prints one plain line per status change and a
+summary line every `summary_every_s`. Keys n/p/q are read with `loop.add_reader` on a TTY
+stdin in cbreak mode, never with a blocking read.
+
+    async with Dashboard(bus, console=console, headless=None) as dash:
+        ...  # run the sessions; they call bus.publish(event)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from types import TracebackType
+from typing import Any, TextIO
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from rig.clock import NS_PER_S, Clock, MonotonicClock
+from rig.dashboard.render import pick_detail, render
+from rig.telemetry.bus import EventBus, Subscription
+from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.snapshot import FleetSnapshot, Reducer, ReducerConfig
+
+DRAIN_SLICE = 512  # events reduced between two yields to the loop
+
+
+def status_line(ev: TelemetryEvent, since_ns: int) -> str:
+    """The headless line for one status event."""
+    d = ev.data
+    t_s = (ev.t_ns - since_ns) / NS_PER_S
+    line = f"[{t_s:8.2f}s] {ev.run_id}/{ev.rollout_id} {d.get('state')}"
+    if d.get("status"):
+        line += f" {d['status']}"
+    if d.get("reason"):
+        line += f": {d['reason']}"
+    if d.get("target"):
+        line += f" ({d['target']})"
+    return line
+
+
+def summary_line(snap: FleetSnapshot, since_ns: int) -> str:
+    """The periodic headless summary of the fleet."""
+    t_s = (snap.t_ns - since_ns) / NS_PER_S
+    counts = " ".join(f"{k}={v}" for k, v in sorted(snap.state_counts.items())) or "no rollouts"
+    p99s = [r.lateness_p99_ms for r in snap.rollouts if r.lateness_p99_ms is not None]
+    stalls = sum(r.stalls for r in snap.rollouts)
+    resp = [r.last_response.latency_ms for r in snap.rollouts if r.last_response]
+    line = f"[{t_s:8.2f}s] summary {counts}"
+    line += f" | late p99 max {max(p99s):.1f} ms" if p99s else " | late p99 –"
+    line += f" | stalls {stalls}"
+    if resp:
+        line += f" | resp median {sorted(resp)[len(resp) // 2]:.0f} ms"
+    line += f" | events {snap.events_applied} dropped {snap.events_dropped}"
+    return line
+
+
+class Dashboard:
+    """Live view (or headless progress lines) of everything published on `bus`."""
+
+    def __init__(
+        self,
+        bus: EventBus,
+        *,
+        console: Console | None = None,
+        headless: bool | None = None,
+        clock: Clock | None = None,
+        refresh_hz: float = 4.0,
+        detail: str | None = None,
+        keys: bool | None = None,
+        summary_every_s: float = 10.0,
+        max_rows: int = 30,
+        reducer_config: ReducerConfig | None = None,
+        queue_size: int = 65536,
+        stdin: TextIO | None = None,
+    ) -> None:
+        if refresh_hz <= 0:
+            raise ValueError("refresh_hz must be positive")
+        self.console = console or Console()
+        self.headless = (not self.console.is_terminal) if headless is None else headless
+        self.clock: Clock = clock or MonotonicClock(precise=False)
+        self.refresh_hz = refresh_hz
+        self.detail = detail
+        self.summary_every_ns = int(summary_every_s * NS_PER_S)
+        self.max_rows = max_rows
+        self.reducer = Reducer(reducer_config)
+        self.quit = asyncio.Event()
+        self._bus = bus
+        self._queue_size = queue_size
+        self._stdin = stdin if stdin is not None else sys.stdin
+        self._keys = keys
+        self._sub: Subscription | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._live: Live | None = None
+        self._t0_ns = 0
+        self._next_summary_ns = 0
+        self._snapshot: FleetSnapshot = self.reducer.snapshot(0)
+        self._tty_restore: Any = None
+        self._key_fd: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Dashboard:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def start(self, pump: bool = True) -> None:
+        """Subscribe, start the Live view (unless headless) and the pump task."""
+        self._sub = self._bus.subscribe(self._queue_size)
+        self._t0_ns = self.clock.now_ns()
+        self._next_summary_ns = self._t0_ns + self.summary_every_ns
+        self._snapshot = self.reducer.snapshot(self._t0_ns)
+        if not self.headless:
+            self._live = Live(
+                get_renderable=self._renderable,
+                console=self.console,
+                refresh_per_second=self.refresh_hz,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start()
+            if self._keys is None or self._keys:
+                self._start_keys()
+        if pump:
+            self._task = asyncio.get_running_loop().create_task(self._pump(), name="dashboard")
+
+    async def stop(self) -> None:
+        """Take a last snapshot, print it (headless: a final summary), restore the terminal."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._stop_keys()
+        if self._sub is not None:
+            self.step()
+            if self.headless:
+                self.console.print(summary_line(self._snapshot, self._t0_ns), highlight=False)
+            self._sub.close()
+        if self._live is not None:
+            self._live.stop()  # prints the final frame
+            self._live = None
+
+    # -- the pump ----------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> FleetSnapshot:
+        """The latest frozen snapshot (safe to read from any thread)."""
+        return self._snapshot
+
+    def step(self) -> FleetSnapshot:
+        """Reduce every pending event and take a new snapshot now. Tests call this directly."""
+        if self._sub is not None:
+            self._reduce(self._sub.drain())
+        return self._tick()
+
+    async def _pump(self) -> None:
+        period_ns = int(NS_PER_S / self.refresh_hz)
+        next_ns = self.clock.now_ns()
+        assert self._sub is not None
+        while True:
+            next_ns = max(next_ns + period_ns, self.clock.now_ns())
+            await self.clock.sleep_until(next_ns)
+            while len(self._sub) > 0:
+                self._reduce(self._sub.drain(DRAIN_SLICE))
+                if len(self._sub) > 0:
+                    await asyncio.sleep(0)
+            self._tick()
+
+    def _reduce(self, events: list[TelemetryEvent]) -> None:
+        apply = self.reducer.apply
+        for ev in events:
+            apply(ev)
+            if self.headless and ev.kind == "status":
+                self.console.print(status_line(ev, self._t0_ns), highlight=False, markup=False)
+
+    def _tick(self) -> FleetSnapshot:
+        now = self.clock.now_ns()
+        if self._sub is not None:
+            self.reducer.dropped = self._sub.dropped
+        self._snapshot = snap = self.reducer.snapshot(now)
+        if self.headless and now >= self._next_summary_ns:
+            self._next_summary_ns = now + self.summary_every_ns
+            if snap.rollouts:
+                self.console.print(summary_line(snap, self._t0_ns), highlight=False)
+        return snap
+
+    def _renderable(self) -> RenderableType:
+        return render(self._snapshot, self.detail, self.max_rows)
+
+    # -- choosing the detailed rollout ---------------------------------------------------------
+
+    def select(self, step: int) -> str | None:
+        """Move the detail panel to the next (+1) or previous (-1) rollout."""
+        ids = [r.rollout_id for r in self._snapshot.rollouts]
+        if not ids:
+            return None
+        current = pick_detail(self._snapshot, self.detail)
+        i = ids.index(current.rollout_id) if current is not None else 0
+        self.detail = ids[(i + step) % len(ids)]
+        return self.detail
+
+    def handle_key(self, key: str) -> None:
+        if key in ("n", "j", "\t"):
+            self.select(+1)
+        elif key in ("p", "k"):
+            self.select(-1)
+        elif key in ("q", "Q"):
+            self.quit.set()
+        if self._live is not None:
+            self._live.refresh()
+
+    def _start_keys(self) -> None:
+        try:
+            fd = self._stdin.fileno()
+            if not self._stdin.isatty():
+                return
+            import termios
+            import tty
+
+            self._tty_restore = termios.tcgetattr(fd)
+            tty.setcbreak(fd)
+            asyncio.get_running_loop().add_reader(fd, self._on_stdin)
+            self._key_fd = fd
+        except (OSError, ValueError, AttributeError, ImportError):
+            self._tty_restore = None
+
+    def _on_stdin(self) -> None:
+        import os
+
+        assert self._key_fd is not None
+        try:
+            data = os.read(self._key_fd, 64)
+        except OSError:
+            return
+        if not data:  # EOF: stop listening
+            self._stop_keys()
+            return
+        for ch in data.decode(errors="ignore"):
+            self.handle_key(ch)
+
+    def _stop_keys(self) -> None:
+        if self._key_fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._key_fd)
+            if self._tty_restore is not None:
+                import termios
+
+                with contextlib.suppress(Exception):
+                    termios.tcsetattr(self._key_fd, termios.TCSADRAIN, self._tty_restore)
+            self._key_fd = None
+            self._tty_restore = None

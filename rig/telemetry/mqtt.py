@@ -1,0 +1,490 @@
+"""MQTT bridge (aiomqtt): publish the bus to a broker, or feed a bus from one.
+
+How this works:
+- Topics: `rig/<run>/<rollout>/<kind>`; ids have `/ + #` replaced by `_`. Payloads are JSON
+  `{"v": 1, "kind", "run", "rollout", "t_ns", "data"}` (see docs/telemetry.md). Status
+  messages are retained, so a watcher that starts late still sees every rollout's state.
+- `MqttPublisher` subscribes to the bus with its own bounded queue and wakes `flush_hz`
+  times a second: non-chunk events go out as they are, per-chunk events are coalesced per
+  rollout and direction into one `chunk_batch` per flush (`ChunkCoalescer`, sans-I/O).
+  It never blocks the bus: when the broker is slow or gone, the queue drops its oldest events
+  (counted); the publisher reconnects with capped exponential backoff and, once back,
+  republishes the latest status of every rollout.
+- `MqttSubscriber` is the other end: it decodes messages and publishes them on a local bus,
+  so `rig watch --mqtt URL` renders the same dashboard from another process.
+- Secrets: the password comes from the URL or RIG_MQTT_PASSWORD; `MqttConfig.__repr__` and
+  `redacted()` hide it, payloads never carry it, and URLs in a status `target` lose their
+  userinfo before they are published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import ssl
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+from rig.errors import ConfigError, ProtocolError
+from rig.telemetry.bus import EventBus, Subscription
+from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
+
+PASSWORD_ENV = "RIG_MQTT_PASSWORD"
+MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MqttConfig:
+    """Where the broker is and how to log in. The password never appears in repr()."""
+
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    cafile: str | None = None
+    tls_insecure: bool = False
+    client_id: str | None = None
+
+    def redacted(self) -> str:
+        scheme = "mqtts" if self.tls else "mqtt"
+        user = ""
+        if self.username:
+            user = self.username + (":***" if self.password else "") + "@"
+        return f"{scheme}://{user}{self.host}:{self.port}"
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.cafile)
+        if self.tls_insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+
+def parse_mqtt_url(url: str, env: Mapping[str, str] | None = None) -> MqttConfig:
+    """`mqtt://[user[:pass]@]host[:port]`, `mqtts://...` for TLS (`?cafile=PATH&insecure=1`).
+
+    The password may instead come from RIG_MQTT_PASSWORD (the URL wins when it has one).
+    """
+    env = os.environ if env is None else env
+    parts = urlsplit(url)
+    if parts.scheme not in ("mqtt", "mqtts"):
+        raise ConfigError(f"MQTT URL must start with mqtt:// or mqtts://, got {parts.scheme!r}")
+    if not parts.hostname:
+        raise ConfigError("MQTT URL has no host")
+    tls = parts.scheme == "mqtts"
+    try:
+        port = parts.port or (8883 if tls else 1883)
+    except ValueError as exc:
+        raise ConfigError(f"MQTT URL has a bad port: {exc}") from exc
+    query = parse_qs(parts.query)
+    unknown = set(query) - {"cafile", "insecure", "client_id"}
+    if unknown:
+        raise ConfigError(f"unknown MQTT URL option(s): {', '.join(sorted(unknown))}")
+    password = unquote(parts.password) if parts.password else env.get(PASSWORD_ENV) or None
+    return MqttConfig(
+        host=parts.hostname,
+        port=port,
+        username=unquote(parts.username) if parts.username else None,
+        password=password,
+        tls=tls,
+        cafile=query.get("cafile", [None])[0],
+        tls_insecure=query.get("insecure", ["0"])[0] in ("1", "true", "yes"),
+        client_id=query.get("client_id", [None])[0],
+    )
+
+
+def _client(config: MqttConfig, **kw: Any) -> Any:
+    import aiomqtt
+
+    return aiomqtt.Client(
+        config.host,
+        config.port,
+        username=config.username,
+        password=config.password,
+        identifier=config.client_id,
+        tls_context=config.tls_context(),
+        tls_insecure=config.tls_insecure if config.tls else None,
+        **kw,
+    )
+
+
+# -- topics and payloads (pure) ------------------------------------------------------------------
+
+
+def topic_part(name: str) -> str:
+    """A string safe as one topic level."""
+    out = name.replace("/", "_").replace("+", "_").replace("#", "_")
+    return out or "_"
+
+
+def topic(run_id: str, rollout_id: str, kind: str) -> str:
+    return f"rig/{topic_part(run_id)}/{topic_part(rollout_id)}/{topic_part(kind)}"
+
+
+def subscription_filter(run_id: str | None = None) -> str:
+    return f"rig/{topic_part(run_id) if run_id else '+'}/+/+"
+
+
+def redact_url(text: str) -> str:
+    """Drop userinfo (user:password@) from anything that parses as a URL with a host."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    if not parts.scheme or not parts.hostname or "@" not in parts.netloc:
+        return text
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def encode(ev: TelemetryEvent) -> bytes:
+    data = ev.data
+    if ev.kind == "status" and isinstance(data.get("target"), str):
+        data = {**data, "target": redact_url(data["target"])}
+    payload = {
+        "v": SCHEMA_VERSION,
+        "kind": ev.kind,
+        "run": ev.run_id,
+        "rollout": ev.rollout_id,
+        "t_ns": ev.t_ns,
+        "data": data,
+    }
+    return json.dumps(payload, separators=(",", ":"), default=str).encode()
+
+
+def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
+    """Parse one payload; ProtocolError for anything that is not a v1 telemetry event."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"telemetry payload is not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError("telemetry payload is not an object", obj)
+    if obj.get("v") != SCHEMA_VERSION:
+        raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
+    try:
+        data = obj.get("data") or {}
+        if not isinstance(data, dict):
+            raise TypeError("data is not an object")
+        return TelemetryEvent(
+            kind=str(obj["kind"]),
+            run_id=str(obj["run"]),
+            rollout_id=str(obj["rollout"]),
+            t_ns=int(obj["t_ns"]),
+            data=data,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"malformed telemetry payload: {exc}", obj) from exc
+
+
+# -- coalescing (pure) ---------------------------------------------------------------------------
+
+
+class _Pending:
+    __slots__ = ("run_id", "seq_first", "seq_last", "n", "samples", "lateness", "level", "t_ns")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.seq_first = -1
+        self.seq_last = -1
+        self.n = 0
+        self.samples = 0
+        self.lateness: list[int] = []
+        self.level: float | None = None
+        self.t_ns = 0
+
+
+class ChunkCoalescer:
+    """Per-chunk events in, at most one `chunk_batch` per rollout and direction per period."""
+
+    def __init__(self, period_ns: int) -> None:
+        self.period_ns = period_ns
+        self._pending: dict[tuple[str, str, str], _Pending] = {}
+        self._last_flush: dict[tuple[str, str], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, ev: TelemetryEvent) -> None:
+        d = ev.data
+        key = (ev.run_id, ev.rollout_id, str(d.get("dir")))
+        p = self._pending.get(key)
+        if p is None:
+            p = self._pending[key] = _Pending(ev.run_id)
+            p.seq_first = int(d.get("seq", -1))
+        p.seq_last = int(d.get("seq", -1))
+        p.n += 1
+        p.samples += int(d.get("n_samples", 0))
+        p.t_ns = ev.t_ns
+        if d.get("lateness_ns") is not None:
+            p.lateness.append(int(d["lateness_ns"]))
+            if len(p.lateness) > 2 * MAX_BATCH_LATENESS:
+                del p.lateness[:-MAX_BATCH_LATENESS]
+        lv = d.get("level_dbfs")
+        if lv is not None and (p.level is None or lv > p.level):
+            p.level = float(lv)
+
+    def flush(self, now_ns: int, force: bool = False) -> list[TelemetryEvent]:
+        """Batches for rollouts whose last flush is at least one period old (all if force)."""
+        out: list[TelemetryEvent] = []
+        for key in list(self._pending):
+            run_id, rollout_id, direction = key
+            last = self._last_flush.get((run_id, rollout_id))
+            if not force and last is not None and now_ns - last < self.period_ns:
+                continue
+            p = self._pending.pop(key)
+            self._last_flush[(run_id, rollout_id)] = now_ns
+            out.append(
+                TelemetryEvent(
+                    "chunk_batch",
+                    run_id,
+                    rollout_id,
+                    p.t_ns,
+                    {
+                        "dir": direction,
+                        "seq_first": p.seq_first,
+                        "seq_last": p.seq_last,
+                        "n_chunks": p.n,
+                        "n_samples": p.samples,
+                        "lateness_ns": p.lateness[-MAX_BATCH_LATENESS:],
+                        "level_dbfs": p.level,
+                    },
+                )
+            )
+        return out
+
+
+def backoff(initial_s: float = 0.2, max_s: float = 5.0, factor: float = 2.0) -> Iterator[float]:
+    """Reconnect delays: initial, doubling, capped. The I/O layer sleeps them."""
+    delay = initial_s
+    while True:
+        yield delay
+        delay = min(max_s, delay * factor)
+
+
+# -- publisher -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BridgeStats:
+    sent: int = 0
+    dropped_offline: int = 0  # taken from the queue but not sent (broker gone)
+    reconnects: int = 0
+    connects: int = 0
+    connected: bool = False
+    last_error: str | None = None
+
+
+class MqttPublisher:
+    """Forwards the bus to a broker. `async with MqttPublisher(bus, config): ...`."""
+
+    def __init__(
+        self,
+        bus: EventBus,
+        config: MqttConfig,
+        *,
+        flush_hz: float = 10.0,
+        queue_size: int = 16384,
+        retry_initial_s: float = 0.2,
+        retry_max_s: float = 5.0,
+        publish_timeout_s: float = 2.0,
+        keepalive_s: int = 10,
+    ) -> None:
+        self.config = config
+        self.stats = BridgeStats()
+        self.flush_period_s = 1.0 / flush_hz
+        self._bus = bus
+        self._queue_size = queue_size
+        self._retry = (retry_initial_s, retry_max_s)
+        self._timeout_s = publish_timeout_s
+        self._keepalive_s = keepalive_s
+        self._coalescer = ChunkCoalescer(int(1e9 / flush_hz))
+        self._last_status: dict[tuple[str, str], TelemetryEvent] = {}
+        self._sub: Subscription | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    @property
+    def dropped(self) -> int:
+        """Events that never reached the broker: queue overflow plus offline drops."""
+        queue = self._sub.dropped if self._sub is not None else 0
+        return queue + self.stats.dropped_offline
+
+    async def __aenter__(self) -> MqttPublisher:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def start(self) -> None:
+        self._sub = self._bus.subscribe(self._queue_size)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="mqtt-publisher")
+
+    async def stop(self, flush_timeout_s: float = 2.0) -> None:
+        """Send what is queued (if connected, within `flush_timeout_s`), then disconnect."""
+        self._stopping.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), flush_timeout_s)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+        finally:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+            if self._sub is not None:
+                self._sub.close()
+
+    async def _run(self) -> None:
+        import aiomqtt
+
+        delays = backoff(*self._retry)
+        while True:
+            try:
+                async with _client(
+                    self.config, keepalive=self._keepalive_s, timeout=self._timeout_s
+                ) as client:
+                    self.stats.connected = True
+                    self.stats.connects += 1
+                    if self.stats.connects > 1:
+                        self.stats.reconnects += 1
+                    delays = backoff(*self._retry)
+                    for ev in list(self._last_status.values()):
+                        await self._publish(client, ev)
+                    while not self._stopping.is_set():
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._stopping.wait(), self.flush_period_s)
+                        await self._send_pending(client, force=self._stopping.is_set())
+                    return
+            except aiomqtt.MqttError as exc:
+                self.stats.last_error = str(exc)
+            finally:
+                self.stats.connected = False
+            # Offline: discard what we cannot send so the backlog cannot grow stale; the
+            # latest status per rollout is kept and republished on reconnect.
+            self._discard_offline()
+            if self._stopping.is_set():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), next(delays))
+
+    def _discard_offline(self) -> None:
+        if self._sub is None:
+            return
+        for ev in self._sub.drain():
+            if ev.kind == "status":
+                self._last_status[(ev.run_id, ev.rollout_id)] = ev
+            self.stats.dropped_offline += 1
+        self.stats.dropped_offline += sum(
+            int(b.data.get("n_chunks", 1)) for b in self._coalescer.flush(0, force=True)
+        )
+
+    async def _send_pending(self, client: Any, force: bool = False) -> None:
+        assert self._sub is not None
+        now_ns = time.monotonic_ns()
+        for ev in self._sub.drain():
+            if ev.kind == "chunk":
+                self._coalescer.add(ev)
+                continue
+            if ev.kind == "status":
+                self._last_status[(ev.run_id, ev.rollout_id)] = ev
+            await self._publish(client, ev)
+        for batch in self._coalescer.flush(now_ns, force=force):
+            await self._publish(client, batch)
+
+    async def _publish(self, client: Any, ev: TelemetryEvent) -> None:
+        try:
+            await client.publish(
+                topic(ev.run_id, ev.rollout_id, ev.kind),
+                encode(ev),
+                qos=0,
+                retain=ev.kind == "status",
+                timeout=self._timeout_s,
+            )
+        except Exception:
+            self.stats.dropped_offline += int(ev.data.get("n_chunks", 1))
+            raise
+        self.stats.sent += 1
+
+
+# -- subscriber ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SubscriberStats:
+    received: int = 0
+    malformed: int = 0
+    connects: int = 0
+    connected: bool = False
+    last_error: str | None = None
+
+
+class MqttSubscriber:
+    """Feeds a local bus from the broker (the `rig watch --mqtt` side)."""
+
+    def __init__(
+        self,
+        bus: EventBus,
+        config: MqttConfig,
+        *,
+        run_id: str | None = None,
+        retry_initial_s: float = 0.2,
+        retry_max_s: float = 5.0,
+    ) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.stats = SubscriberStats()
+        self.connected = asyncio.Event()
+        self._bus = bus
+        self._retry = (retry_initial_s, retry_max_s)
+
+    async def run(self) -> None:
+        """Subscribe and forward until cancelled, reconnecting with backoff."""
+        import aiomqtt
+
+        delays = backoff(*self._retry)
+        while True:
+            try:
+                async with _client(self.config, keepalive=10, timeout=5.0) as client:
+                    await client.subscribe(subscription_filter(self.run_id), qos=0)
+                    self.stats.connects += 1
+                    self.stats.connected = True
+                    self.connected.set()
+                    delays = backoff(*self._retry)
+                    async for msg in client.messages:
+                        self._handle(msg.payload)
+            except aiomqtt.MqttError as exc:
+                self.stats.last_error = str(exc)
+            finally:
+                self.stats.connected = False
+                self.connected.clear()
+            await asyncio.sleep(next(delays))
+
+    def _handle(self, payload: Any) -> None:
+        try:
+            ev = decode(payload)
+        except ProtocolError:
+            self.stats.malformed += 1
+            return
+        self.stats.received += 1
+        self._bus.publish(ev)

@@ -1,0 +1,352 @@
+"""Reducer: telemetry events in, frozen fleet/rollout snapshots out.
+
+How this works: `Reducer.apply(event)` folds one event into small per-rollout state (O(1)
+amortized: bounded deques and counters). `Reducer.snapshot(now_ns)` freezes that state into
+a `FleetSnapshot` of `RolloutSnapshot`s that renderers and the headless printer read without
+locks: a snapshot never changes after it is made. Windowed statistics (send lateness p50/p99,
+peak levels) are computed at snapshot time from events inside the window ending at `now_ns`.
+Raw `chunk` events and the MQTT bridge's coalesced `chunk_batch` events reduce to the same
+state, so a dashboard fed from the broker shows what an in-process one shows.
+
+Pure: no clock reads, no I/O; `now_ns` comes in as an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from rig.telemetry.events import TelemetryEvent
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReducerConfig:
+    """Display policy: windows and thresholds (recorded so the docs can say what is shown)."""
+
+    lateness_window_ns: int = 5 * NS_PER_S  # p50/p99 of uplink lateness over this window
+    level_window_ns: int = 300 * NS_PER_MS  # level meters show the peak over this window
+    stall_threshold_ns: int = 20 * NS_PER_MS  # an uplink chunk this late counts as a stall
+    timeline_span_ns: int = 30 * NS_PER_S  # the activity strip covers this much history
+    timeline_cells: int = 60
+    recent_events: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseView:
+    latency_ms: float
+    uplink_ms: float | None
+    model_ms: float | None
+    downlink_ms: float | None
+    queue_ms: float | None
+    placement: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecentEvent:
+    t_ns: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSnapshot:
+    """Everything the dashboard shows for one rollout, frozen at `FleetSnapshot.t_ns`."""
+
+    run_id: str
+    rollout_id: str
+    target: str | None
+    state: str
+    status: str | None
+    reason: str | None
+    elapsed_s: float | None
+    chunks_up: int
+    chunks_down: int
+    lateness_p50_ms: float | None
+    lateness_p99_ms: float | None
+    stalls: int
+    rtt_ms: float | None
+    clock_offset_ms: float | None
+    clock_drift_ppm: float | None
+    last_response: ResponseView | None
+    n_responses: int
+    up_level_dbfs: float | None
+    down_level_dbfs: float | None
+    up_speech: bool
+    down_speech: bool
+    #: one bool per cell, oldest first: was there speech in that cell?
+    up_timeline: tuple[bool, ...]
+    down_timeline: tuple[bool, ...]
+    recent: tuple[RecentEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    t_ns: int
+    run_ids: tuple[str, ...]
+    rollouts: tuple[RolloutSnapshot, ...]
+    state_counts: dict[str, int] = field(default_factory=dict)
+    events_applied: int = 0
+    events_dropped: int = 0
+    timeline_span_ns: int = 30 * NS_PER_S
+
+    def rollout(self, rollout_id: str) -> RolloutSnapshot | None:
+        for r in self.rollouts:
+            if r.rollout_id == rollout_id:
+                return r
+        return None
+
+
+class _Track:
+    __slots__ = ("levels", "speech", "transitions", "count")
+
+    def __init__(self) -> None:
+        self.levels: deque[tuple[int, float]] = deque(maxlen=256)
+        self.speech = False
+        self.transitions: deque[tuple[int, bool]] = deque(maxlen=512)
+        self.count = 0
+
+
+class _Rollout:
+    def __init__(self, run_id: str, rollout_id: str, recent_n: int) -> None:
+        self.run_id = run_id
+        self.rollout_id = rollout_id
+        self.target: str | None = None
+        self.state = "pending"
+        self.status: str | None = None
+        self.reason: str | None = None
+        self.first_t_ns: int | None = None
+        self.start_ns: int | None = None  # first connecting/running
+        self.end_ns: int | None = None
+        self.lateness: deque[tuple[int, int]] = deque(maxlen=4096)
+        self.stalls = 0
+        self.rtt_ms: float | None = None
+        self.offset_ms: float | None = None
+        self.drift_ppm: float | None = None
+        self.response: ResponseView | None = None
+        self.n_responses = 0
+        self.up = _Track()
+        self.down = _Track()
+        self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
+
+
+def _fmt_fields(d: dict[str, Any], limit: int = 60) -> str:
+    text = " ".join(f"{k}={v}" for k, v in d.items() if v is not None)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _percentile(sorted_vals: list[int], q: float) -> int:
+    # nearest-rank percentile: the smallest value with at least q of the data at or below it
+    idx = max(0, min(len(sorted_vals) - 1, math.ceil(q * len(sorted_vals)) - 1))
+    return sorted_vals[idx]
+
+
+class Reducer:
+    """Folds telemetry events into per-rollout display state. See the module docstring."""
+
+    def __init__(self, config: ReducerConfig | None = None) -> None:
+        self.config = config or ReducerConfig()
+        self._rollouts: dict[tuple[str, str], _Rollout] = {}
+        self.applied = 0
+        self.dropped = 0  # set by whoever feeds us (subscription/bridge drops)
+
+    def _get(self, ev: TelemetryEvent) -> _Rollout:
+        key = (ev.run_id, ev.rollout_id)
+        r = self._rollouts.get(key)
+        if r is None:
+            r = self._rollouts[key] = _Rollout(ev.run_id, ev.rollout_id, self.config.recent_events)
+        if r.first_t_ns is None:
+            r.first_t_ns = ev.t_ns
+        return r
+
+    def apply(self, ev: TelemetryEvent) -> None:
+        """Fold one event in. Unknown kinds are kept as recent events (forward compatible)."""
+        self.applied += 1
+        r = self._get(ev)
+        d = ev.data
+        kind = ev.kind
+        if kind == "chunk":
+            self._chunk(r, ev.t_ns, d.get("dir"), 1, d.get("lateness_ns"), d.get("level_dbfs"))
+        elif kind == "chunk_batch":
+            lat = d.get("lateness_ns") or []
+            self._chunk(r, ev.t_ns, d.get("dir"), int(d.get("n_chunks", 0)), None, None)
+            for x in lat:
+                self._lateness(r, ev.t_ns, int(x))
+            self._level(r, ev.t_ns, d.get("dir"), d.get("level_dbfs"))
+        elif kind == "status":
+            self._status(r, ev)
+        elif kind == "activity":
+            track = r.up if d.get("track") == "up" else r.down
+            speech = bool(d.get("speech"))
+            if speech != track.speech:
+                track.speech = speech
+                track.transitions.append((ev.t_ns, speech))
+            self._recent(r, ev, f"{d.get('track')} speech {'on' if speech else 'off'}")
+        elif kind == "clock":
+            if d.get("rtt_ms") is not None:
+                r.rtt_ms = float(d["rtt_ms"])
+            if d.get("offset_ms") is not None:
+                r.offset_ms = float(d["offset_ms"])
+            if d.get("drift_ppm") is not None:
+                r.drift_ppm = float(d["drift_ppm"])
+        elif kind == "response":
+            r.response = ResponseView(
+                latency_ms=float(d.get("latency_ms", 0.0)),
+                uplink_ms=d.get("uplink_ms"),
+                model_ms=d.get("model_ms"),
+                downlink_ms=d.get("downlink_ms"),
+                queue_ms=d.get("queue_ms"),
+                placement=str(d.get("placement", "arrival")),
+            )
+            r.n_responses += 1
+            self._recent(r, ev, f"response {r.response.latency_ms:.0f} ms")
+        elif kind == "protocol":
+            fields = d.get("fields") or {}
+            extra = _fmt_fields(fields) if isinstance(fields, dict) else str(fields)
+            self._recent(r, ev, f"{d.get('name')} {extra}".rstrip())
+        else:
+            self._recent(r, ev, _fmt_fields(d))
+
+    def _chunk(
+        self,
+        r: _Rollout,
+        t_ns: int,
+        direction: Any,
+        n: int,
+        lateness_ns: Any,
+        level: Any,
+    ) -> None:
+        track = r.up if direction == "up" else r.down
+        track.count += n
+        if lateness_ns is not None:
+            self._lateness(r, t_ns, int(lateness_ns))
+        self._level(r, t_ns, direction, level)
+
+    def _lateness(self, r: _Rollout, t_ns: int, lateness_ns: int) -> None:
+        r.lateness.append((t_ns, lateness_ns))
+        if lateness_ns > self.config.stall_threshold_ns:
+            r.stalls += 1
+
+    def _level(self, r: _Rollout, t_ns: int, direction: Any, level: Any) -> None:
+        if level is not None:
+            (r.up if direction == "up" else r.down).levels.append((t_ns, float(level)))
+
+    def _status(self, r: _Rollout, ev: TelemetryEvent) -> None:
+        d = ev.data
+        state = str(d.get("state", r.state))
+        if d.get("target") is not None:
+            r.target = str(d["target"])
+        if state in ("connecting", "running") and r.start_ns is None:
+            r.start_ns = ev.t_ns
+        if state == "done":
+            r.end_ns = ev.t_ns
+        r.state = state
+        r.status = d.get("status")
+        r.reason = d.get("reason")
+        text = state + (f" {r.status}" if r.status else "") + (f": {r.reason}" if r.reason else "")
+        self._recent(r, ev, text)
+
+    def _recent(self, r: _Rollout, ev: TelemetryEvent, text: str) -> None:
+        r.recent.append(RecentEvent(ev.t_ns, ev.kind, text))
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self, now_ns: int) -> FleetSnapshot:
+        """Freeze the current state as seen at `now_ns`."""
+        rollouts = tuple(self._freeze(r, now_ns) for r in self._rollouts.values())
+        counts: dict[str, int] = {}
+        for ro in rollouts:
+            counts[ro.state] = counts.get(ro.state, 0) + 1
+        runs = tuple(dict.fromkeys(r.run_id for r in self._rollouts.values()))
+        return FleetSnapshot(
+            t_ns=now_ns,
+            run_ids=runs,
+            rollouts=rollouts,
+            state_counts=counts,
+            events_applied=self.applied,
+            events_dropped=self.dropped,
+            timeline_span_ns=self.config.timeline_span_ns,
+        )
+
+    def _freeze(self, r: _Rollout, now_ns: int) -> RolloutSnapshot:
+        cfg = self.config
+        cutoff = now_ns - cfg.lateness_window_ns
+        while r.lateness and r.lateness[0][0] <= cutoff:
+            r.lateness.popleft()
+        lat = sorted(x for t, x in r.lateness if t <= now_ns)
+        p50 = _percentile(lat, 0.5) / NS_PER_MS if lat else None
+        p99 = _percentile(lat, 0.99) / NS_PER_MS if lat else None
+        start = r.start_ns
+        elapsed = None
+        if start is not None:
+            elapsed = ((r.end_ns if r.end_ns is not None else now_ns) - start) / NS_PER_S
+        return RolloutSnapshot(
+            run_id=r.run_id,
+            rollout_id=r.rollout_id,
+            target=r.target,
+            state=r.state,
+            status=r.status,
+            reason=r.reason,
+            elapsed_s=elapsed,
+            chunks_up=r.up.count,
+            chunks_down=r.down.count,
+            lateness_p50_ms=p50,
+            lateness_p99_ms=p99,
+            stalls=r.stalls,
+            rtt_ms=r.rtt_ms,
+            clock_offset_ms=r.offset_ms,
+            clock_drift_ppm=r.drift_ppm,
+            last_response=r.response,
+            n_responses=r.n_responses,
+            up_level_dbfs=self._peak(r.up, now_ns),
+            down_level_dbfs=self._peak(r.down, now_ns),
+            up_speech=r.up.speech,
+            down_speech=r.down.speech,
+            up_timeline=self._strip(r.up, now_ns),
+            down_timeline=self._strip(r.down, now_ns),
+            recent=tuple(r.recent),
+        )
+
+    def _peak(self, track: _Track, now_ns: int) -> float | None:
+        cutoff = now_ns - self.config.level_window_ns
+        while track.levels and track.levels[0][0] <= cutoff:
+            track.levels.popleft()
+        vals = [lv for t, lv in track.levels if t <= now_ns]
+        return max(vals) if vals else None
+
+    def _strip(self, track: _Track, now_ns: int) -> tuple[bool, ...]:
+        """Speech activity per cell over the last `timeline_span_ns`, oldest cell first."""
+        n = self.config.timeline_cells
+        span = self.config.timeline_span_ns
+        cell_ns = span // n
+        start = now_ns - span
+        cells = [False] * n
+        # Walk the transitions, painting each speech interval [on, off) that overlaps the span.
+        on_since: int | None = None
+        trans = list(track.transitions)
+        # speech state before the first remembered transition: the opposite of its value
+        if trans and not trans[0][1]:
+            on_since = start
+        for t, speech in trans:
+            if t > now_ns:
+                break
+            if speech and on_since is None:
+                on_since = t
+            elif not speech and on_since is not None:
+                self._paint(cells, on_since, t, start, cell_ns)
+                on_since = None
+        if on_since is not None:
+            self._paint(cells, on_since, now_ns + 1, start, cell_ns)
+        return tuple(cells)
+
+    @staticmethod
+    def _paint(cells: list[bool], t_on: int, t_off: int, start: int, cell_ns: int) -> None:
+        n = len(cells)
+        a = max(0, (t_on - start) // cell_ns)
+        b = min(n - 1, (t_off - 1 - start) // cell_ns)
+        for i in range(int(a), int(b) + 1):
+            cells[i] = True
