@@ -1,0 +1,1 @@
+"""Test support code that is not a test: helpers shared by tests and runnable by hand."""
