@@ -1,0 +1,323 @@
+"""Roll many rollouts' metrics.json up into a report, per scenario and per item.
+
+How this works
+--------------
+`load_run` reads `manifest.json` and every `rollouts/*/metrics.json`, never failing on one
+bad rollout: a missing file counts as status `missing`, an unparseable one as `corrupt`
+(with the reason in `problems`). `aggregate` groups rollouts by the `scenario` and `item`
+fields of their metrics (absent: `default`) and reports, per group: n, status counts,
+response latency (median, IQR, bootstrap CI of the median), pass rate of the category's
+rule, and the latency decomposition components when present. Per scenario the CI resamples
+whole items (cluster bootstrap), so repeats of one item do not pass for independent data.
+Latencies come only from rollouts whose status is in `statuses` (default: `ok`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rig.analysis.rollout import read_json
+from rig.analysis.stats import median, summarize
+from rig.errors import ConfigError
+
+COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+DEFAULT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutMetrics:
+    rollout_id: str
+    status: str
+    metrics: dict[str, Any]
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    run_dir: Path
+    manifest: dict[str, Any] | None
+    rollouts: list[RolloutMetrics]
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a run directory")
+    manifest = read_json(root / "manifest.json")
+    rollouts: list[RolloutMetrics] = []
+    base = root / "rollouts"
+    for d in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        path = d / "metrics.json"
+        if not path.exists():
+            rollouts.append(RolloutMetrics(d.name, "missing", {}, "no metrics.json"))
+            continue
+        m = read_json(path)
+        if m is None:
+            rollouts.append(RolloutMetrics(d.name, "corrupt", {}, "metrics.json does not parse"))
+            continue
+        status = m.get("status")
+        rollouts.append(RolloutMetrics(d.name, status if isinstance(status, str) else "unknown", m))
+    return RunData(root, manifest, rollouts)
+
+
+def _label(m: dict[str, Any], key: str) -> str:
+    v = m.get(key)
+    return str(v) if v not in (None, "") else DEFAULT
+
+
+def _latencies(m: dict[str, Any]) -> list[float]:
+    out = []
+    for r in m.get("responses") or []:
+        if isinstance(r, dict) and isinstance(r.get("latency_ms"), int | float):
+            out.append(float(r["latency_ms"]))
+    return out
+
+
+def _verdict(m: dict[str, Any]) -> bool | None:
+    v = m.get("pass")
+    if v is None and isinstance(m.get("timing"), dict):
+        v = m["timing"].get("pass")
+    return v if isinstance(v, bool) else None
+
+
+def _component_values(m: dict[str, Any], key: str) -> tuple[list[float], list[float]]:
+    vals, errs = [], []
+    stem = key[: -len("_ms")]
+    for r in m.get("responses") or []:
+        if not isinstance(r, dict) or not isinstance(r.get(key), int | float):
+            continue
+        vals.append(float(r[key]))
+        err = r.get(f"{stem}_err_ms", r.get(f"{key}_err_ms"))
+        if isinstance(err, int | float):
+            errs.append(float(err))
+    return vals, errs
+
+
+def _group_report(
+    rows: list[RolloutMetrics], statuses: Iterable[str], seed: int, per_item: bool, **ci: Any
+) -> dict[str, Any]:
+    keep = set(statuses)
+    used = [r for r in rows if r.status in keep]
+    lat: list[float] = []
+    clusters: list[str] = []
+    for r in used:
+        vals = _latencies(r.metrics)
+        lat += vals
+        clusters += [_label(r.metrics, "item")] * len(vals)
+    verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
+    components: dict[str, Any] = {}
+    for key in COMPONENTS:
+        vals, errs = [], []
+        for r in used:
+            v, e = _component_values(r.metrics, key)
+            vals += v
+            errs += e
+        if vals:
+            s = summarize(vals, seed=seed, **ci)
+            s["err_ms_median"] = median(errs)
+            components[key] = s
+    return {
+        "n": len(rows),
+        "status_counts": dict(Counter(r.status for r in rows)),
+        "latency_ms": summarize(lat, seed=seed, clusters=None if per_item else clusters, **ci),
+        "n_items": len(set(_label(r.metrics, "item") for r in rows)),
+        "pass": {
+            "evaluated": len(verdicts),
+            "passed": sum(verdicts),
+            "rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
+        },
+        "components": components,
+    }
+
+
+def aggregate(
+    run: str | Path | RunData,
+    *,
+    statuses: Iterable[str] = ("ok",),
+    seed: int | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+) -> dict[str, Any]:
+    """JSON-able report of a run directory. `seed` defaults to the manifest's seed (or 0)."""
+    data = run if isinstance(run, RunData) else load_run(run)
+    manifest = data.manifest or {}
+    if seed is None:
+        m_seed = manifest.get("seed")
+        seed = m_seed if isinstance(m_seed, int) else 0
+    statuses = tuple(statuses)
+    ci = {"confidence": confidence, "n_resamples": n_resamples}
+    by_scenario: dict[str, list[RolloutMetrics]] = {}
+    by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
+    for r in data.rollouts:
+        sc, it = _label(r.metrics, "scenario"), _label(r.metrics, "item")
+        by_scenario.setdefault(sc, []).append(r)
+        by_item.setdefault((sc, it), []).append(r)
+    return {
+        "run_dir": str(data.run_dir),
+        "run_id": manifest.get("run_id", data.run_dir.name),
+        "seed": seed,
+        "statuses_used": list(statuses),
+        "manifest_ok": data.manifest is not None,
+        "n_rollouts": len(data.rollouts),
+        "status_counts": dict(Counter(r.status for r in data.rollouts)),
+        "problems": [
+            {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
+            for r in data.rollouts
+            if r.problem
+        ],
+        "scenarios": [
+            {"scenario": sc, **_group_report(rows, statuses, seed, False, **ci)}
+            for sc, rows in sorted(by_scenario.items())
+        ],
+        "items": [
+            {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, **ci)}
+            for (sc, it), rows in sorted(by_item.items())
+        ],
+    }
+
+
+# -- export ----------------------------------------------------------------------------------
+
+CSV_FIELDS: tuple[str, ...] = (
+    "scenario",
+    "item",
+    "n",
+    "n_items",
+    "status_counts",
+    "n_latency",
+    "latency_median_ms",
+    "latency_p25_ms",
+    "latency_p75_ms",
+    "latency_iqr_ms",
+    "latency_ci_low_ms",
+    "latency_ci_high_ms",
+    "pass_evaluated",
+    "pass_rate",
+    *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
+    *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
+)
+
+
+def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per scenario (item `*`) and per scenario/item."""
+    rows = []
+    for g in report["scenarios"] + report["items"]:
+        lat = g["latency_ms"]
+        row: dict[str, Any] = {
+            "scenario": g["scenario"],
+            "item": g.get("item", "*"),
+            "n": g["n"],
+            "n_items": g["n_items"],
+            "status_counts": ";".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items())),
+            "n_latency": lat["n"],
+            "latency_median_ms": lat.get("median"),
+            "latency_p25_ms": lat.get("p25"),
+            "latency_p75_ms": lat.get("p75"),
+            "latency_iqr_ms": lat.get("iqr"),
+            "latency_ci_low_ms": lat.get("ci_low"),
+            "latency_ci_high_ms": lat.get("ci_high"),
+            "pass_evaluated": g["pass"]["evaluated"],
+            "pass_rate": g["pass"]["rate"],
+        }
+        for c in COMPONENTS:
+            comp = g["components"].get(c, {})
+            row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
+        rows.append(row)
+    return rows
+
+
+def to_csv(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), lineterminator="\n")
+    w.writeheader()
+    for row in csv_rows(report):
+        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def write_csv(report: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(to_csv(report), encoding="utf-8")
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+
+def _fmt(x: Any, nd: int = 0) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def render_table(report: dict[str, Any]) -> Any:
+    """A rich Table: one row per scenario, then its items indented."""
+    from rich.table import Table
+
+    t = Table(
+        title=f"run {report['run_id']}: {report['n_rollouts']} rollouts", title_justify="left"
+    )
+    for col, just in (
+        ("scenario / item", "left"),
+        ("n", "right"),
+        ("status", "left"),
+        ("latency p50 ms", "right"),
+        ("IQR ms", "right"),
+        ("95% CI ms", "right"),
+        ("pass", "right"),
+        ("components p50 ms", "left"),
+    ):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for sc in report["scenarios"]:
+        t.add_row(*_row_cells(sc["scenario"], sc), style="bold")
+        for it in report["items"]:
+            if it["scenario"] == sc["scenario"] and not (
+                len(report["items"]) == 1 and it["item"] == "default"
+            ):
+                t.add_row(*_row_cells(f"  {it['item']}", it))
+    return t
+
+
+def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
+    lat = g["latency_ms"]
+    ci = (
+        f"{_fmt(lat.get('ci_low'))}–{_fmt(lat.get('ci_high'))}"
+        if lat.get("ci_low") is not None
+        else "-"
+    )
+    p = g["pass"]
+    passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
+    comps = " ".join(
+        f"{c[:-3]} {_fmt(v.get('median'))}±{_fmt(v.get('err_ms_median'))}"
+        for c, v in g["components"].items()
+    )
+    status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
+    return [
+        name,
+        str(g["n"]),
+        status,
+        _fmt(lat.get("median")),
+        _fmt(lat.get("iqr")),
+        ci,
+        passed,
+        comps or "-",
+    ]
+
+
+def format_report(report: dict[str, Any], *, width: int = 120) -> str:
+    """The report as plain text (the table, then any problems)."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
+    console.print(render_table(report))
+    for p in report["problems"]:
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+    return console.export_text()
