@@ -1,0 +1,1 @@
+"""Audio sources and PCM helpers."""

@@ -1,0 +1,50 @@
+"""`rig demo`: built-in user turns against the embedded reference system."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from rig.cli.common import add_run_options, build_specs, run_specs
+from rig.cli.sim import add_sim_knobs, sim_from_args
+from rig.scenarios import resolve
+from rig.sim.server import SimServer, SimThread
+from rig.summary import print_summary
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("demo", help="built-in scenarios against the embedded reference system")
+    add_run_options(p)
+    add_sim_knobs(p, with_seed=False)
+    p.set_defaults(concurrency=3)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg, net, reply = sim_from_args(args)
+    items = resolve("builtin:demo", cfg.sample_rate)
+    os.makedirs(args.out, exist_ok=True)
+    from rig.runner import new_run_id
+
+    args.run_id = args.run_id or new_run_id()
+    truth = os.path.join(args.out, f"{args.run_id}.sim-truth.jsonl")
+    sim = SimThread(SimServer(cfg, net, truth_log=truth, reply_audio=reply))
+    url = sim.start()
+    try:
+        specs = build_specs(items, args, url, "ws", "rig")
+        runner = run_specs(
+            args,
+            specs,
+            {
+                "command": "demo",
+                "sim": cfg.as_dict(),
+                "net": net.as_dict(),
+                "truth_log": truth,
+                "session": specs[0].session_config.as_dict() if specs[0].session_config else {},
+            },
+        )
+    finally:
+        sim.stop()
+    rollouts = print_summary(runner.run_dir)
+    print(f"reference system ground truth: {truth}")
+    return 0 if all(m.get("status") == "ok" for m in rollouts) else 3

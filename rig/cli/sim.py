@@ -1,0 +1,107 @@
+"""`rig sim`: run the reference system and log its ground truth."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from rig.audio.source import load_wav
+from rig.sim.engine import SimConfig
+from rig.sim.server import NetConfig, SimServer
+
+
+def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
+    g = p.add_argument_group("reference system knobs (ground truth)")
+    g.add_argument(
+        "--latency-ms",
+        type=float,
+        default=400.0,
+        help="model time from end-of-speech detection to the first reply audio",
+    )
+    g.add_argument(
+        "--endpoint-silence-ms",
+        type=float,
+        default=500.0,
+        help="silence after speech that ends the user's turn",
+    )
+    g.add_argument("--threshold-dbfs", type=float, default=-40.0, help="energy gate")
+    g.add_argument("--sample-rate", type=int, default=16_000)
+    g.add_argument("--chunk-ms", type=float, default=40.0, help="reply chunk size")
+    g.add_argument(
+        "--reply-speed",
+        type=float,
+        default=1.0,
+        help="1 = real time, >1 faster than real time, 0 = all at once",
+    )
+    g.add_argument("--reply-tone-hz", type=float, default=440.0)
+    g.add_argument("--reply-s", type=float, default=1.0, help="reply tone duration")
+    g.add_argument("--reply-gap-ms", type=float, default=0.0, help="silence inside the reply")
+    g.add_argument("--reply-wav", help="reply with this audio file instead of a tone")
+    g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
+    g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
+    g.add_argument("--net-delay-ms", type=float, default=0.0, help="one-way delay, both directions")
+    g.add_argument("--net-delay-up-ms", type=float, help="uplink delay (overrides --net-delay-ms)")
+    g.add_argument("--net-delay-down-ms", type=float, help="downlink delay (overrides)")
+    g.add_argument("--net-jitter-ms", type=float, default=0.0, help="± uniform jitter per message")
+    g.add_argument("--clock-offset-ms", type=float, default=0.0, help="server clock offset")
+    g.add_argument("--clock-drift-ppm", type=float, default=0.0, help="server clock drift")
+    if with_seed:
+        g.add_argument("--seed", type=int, default=0, help="jitter seed")
+
+
+def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
+    cfg = SimConfig(
+        sample_rate=args.sample_rate,
+        latency_ms=args.latency_ms,
+        endpoint_silence_ms=args.endpoint_silence_ms,
+        threshold_dbfs=args.threshold_dbfs,
+        chunk_ms=args.chunk_ms,
+        reply_speed=args.reply_speed,
+        reply_tone_hz=args.reply_tone_hz,
+        reply_s=args.reply_s,
+        reply_gap_ms=args.reply_gap_ms,
+        omit_silence=args.omit_silence,
+        barge_in=not args.no_barge_in,
+    )
+    d = args.net_delay_ms
+    net = NetConfig(
+        delay_up_ms=d if args.net_delay_up_ms is None else args.net_delay_up_ms,
+        delay_down_ms=d if args.net_delay_down_ms is None else args.net_delay_down_ms,
+        jitter_ms=args.net_jitter_ms,
+        clock_offset_ms=args.clock_offset_ms,
+        clock_drift_ppm=args.clock_drift_ppm,
+        seed=args.seed,
+    )
+    reply = load_wav(args.reply_wav, cfg.sample_rate).pcm if args.reply_wav else None
+    return cfg, net, reply
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("sim", help="run the reference system (a voice system with ground truth)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
+    p.add_argument("--transport", choices=["ws"], default="ws")
+    add_sim_knobs(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg, net, reply = sim_from_args(args)
+
+    async def main() -> None:
+        server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
+        url = await server.start(args.host, args.port)
+        print(f"rig sim listening on {url}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.stop()
+        print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,48 @@
+"""System speech onsets on the playback timeline, found chunk by chunk (sans-I/O).
+
+An energy gate on 5 ms blocks: a loud block that follows at least `gap_ms` of quiet (on the
+playback timeline) starts a new segment. Because positions are playback sample indices, a
+system that sends its reply faster than real time still gets the onset where it is heard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rig.audio.pcm import Pcm16
+
+BLOCK_MS = 5
+
+
+class OnsetDetector:
+    def __init__(
+        self, sample_rate: int, threshold_dbfs: float = -40.0, gap_ms: float = 300.0
+    ) -> None:
+        self.sample_rate = sample_rate
+        self.threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
+        self.block = max(1, sample_rate * BLOCK_MS // 1000)
+        self.gap_samples = round(gap_ms / 1000 * sample_rate)
+        self._last_loud_end: int | None = None
+
+    def feed(self, pcm: Pcm16, start_sample: int) -> int | None:
+        """Offset (samples into `pcm`) of a new segment's onset in this chunk, if any."""
+        if pcm.size == 0:
+            return None
+        mags = np.abs(pcm.astype(np.int32))
+        loud = np.flatnonzero(mags > self.threshold)
+        if loud.size == 0:
+            return None
+        onset: int | None = None
+        first = int(loud[0])
+        if (
+            self._last_loud_end is None
+            or start_sample + first - self._last_loud_end >= self.gap_samples
+        ):
+            onset = first
+        else:
+            # a quiet stretch inside this chunk can also start a new segment
+            gaps = np.flatnonzero(np.diff(loud) >= self.gap_samples)
+            if gaps.size:
+                onset = int(loud[gaps[0] + 1])
+        self._last_loud_end = start_sample + int(loud[-1]) + 1
+        return onset

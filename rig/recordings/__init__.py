@@ -1,0 +1,1 @@
+"""Run directories: crash-safe, append-only recordings and their manifest."""

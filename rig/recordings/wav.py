@@ -1,0 +1,114 @@
+"""Append-only mono PCM16 WAV files that stay valid while they grow.
+
+How this works: the 44-byte header is written first with the sizes of what is on disk, and
+rewritten (two 4-byte fields) after every flushed batch. A crash between a data write and the
+header update leaves a header that under-counts by at most one batch: every player opens the
+file and plays what the header counts; `read_wav` repairs the count from the file size so
+nothing appended is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import BinaryIO
+
+import numpy as np
+
+from rig.audio.pcm import Pcm16
+
+HEADER_BYTES = 44
+
+
+def _header(sample_rate: int, data_bytes: int) -> bytes:
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + data_bytes)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+        + b"data"
+        + struct.pack("<I", data_bytes)
+    )
+
+
+class WavAppender:
+    """A growing mono PCM16 WAV file. Not thread-safe: owned by the writer thread."""
+
+    def __init__(self, path: str, sample_rate: int) -> None:
+        self.path = path
+        self.sample_rate = sample_rate
+        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - owned for the file's life
+        self._f.write(_header(sample_rate, 0))
+        self.data_bytes = 0
+        self._dirty = True
+
+    @property
+    def n_samples(self) -> int:
+        return self.data_bytes // 2
+
+    def append(self, pcm: Pcm16) -> None:
+        data = np.asarray(pcm, dtype="<i2").tobytes()
+        self._f.write(data)
+        self.data_bytes += len(data)
+        self._dirty = True
+
+    def pad_to(self, n_samples: int) -> None:
+        """Append silence up to `n_samples` (no-op when already that long)."""
+        missing = n_samples - self.n_samples
+        if missing > 0:
+            self.append(np.zeros(missing, dtype=np.int16))
+
+    def flush(self) -> None:
+        """Data first, then the header that counts it."""
+        if not self._dirty:
+            return
+        self._f.flush()
+        self._f.seek(4)
+        self._f.write(struct.pack("<I", 36 + self.data_bytes))
+        self._f.seek(40)
+        self._f.write(struct.pack("<I", self.data_bytes))
+        self._f.seek(0, os.SEEK_END)
+        self._f.flush()
+        self._dirty = False
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+
+
+def read_wav(path: str) -> tuple[Pcm16, int]:
+    """Read a rig WAV (mono PCM16), trusting the file size over a stale header."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+        if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
+            import soundfile as sf
+
+            data, rate = sf.read(path, dtype="int16", always_2d=True)
+            return np.ascontiguousarray(data[:, 0]), int(rate)
+        sample_rate = struct.unpack("<I", head[24:28])[0]
+        body = f.read()
+    usable = len(body) - (len(body) % 2)
+    return np.frombuffer(body[:usable], dtype="<i2").astype(np.int16), sample_rate
+
+
+def repair_header(path: str) -> bool:
+    """Rewrite a stale header in place from the file size (for tools that trust headers).
+
+    Only for files whose rollout is over (a crashed run); returns True if it changed anything.
+    """
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        head = f.read(HEADER_BYTES)
+        if len(head) < HEADER_BYTES or head[36:40] != b"data":
+            return False
+        data_bytes = size - HEADER_BYTES
+        data_bytes -= data_bytes % 2
+        if struct.unpack("<I", head[40:44])[0] == data_bytes:
+            return False
+        f.seek(4)
+        f.write(struct.pack("<I", 36 + data_bytes))
+        f.seek(40)
+        f.write(struct.pack("<I", data_bytes))
+    return True

@@ -1,0 +1,240 @@
+"""The recordings writer: one thread that owns every file of a run.
+
+How this works: the audio event loop never touches the disk. Session code calls the
+`RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock waits, no
+I/O, O(1)). The writer thread drains the queue in batches, appends, then flushes every file it
+touched (data first, then WAV headers), so a SIGKILL loses at most the batch being written.
+
+The queue is unbounded on purpose: a slow disk must never stall the audio loop, and a run
+must never drop what it heard. The backlog (items queued, not yet written) is measured; the
+high-water mark and any time above `warn_backlog` are reported as events and in metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import numpy as np
+
+from rig.audio.pcm import Pcm16
+from rig.recordings.wav import WavAppender
+from rig.records import ChunkRecord, EventRecord
+
+_STOP = object()
+
+
+def _json_line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json_atomic(path: str, obj: Any) -> None:
+    """Write JSON to a temp file and rename it over `path`: readers see old or new, never half."""
+    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, default=_default, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass
+class _RolloutFiles:
+    dir: str
+    chunks: TextIO
+    events: TextIO
+    user: WavAppender
+    system: WavAppender | None
+
+
+class RecordingWriter:
+    """The writer thread of a run. Start once; `close()` drains and joins."""
+
+    def __init__(self, warn_backlog: int = 5_000, write_delay_s: float = 0.0) -> None:
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._files: dict[str, _RolloutFiles] = {}
+        self._thread = threading.Thread(target=self._run, name="rig-writer", daemon=True)
+        self._pending = 0
+        self._lock = threading.Lock()  # guards counters only, held for nanoseconds
+        self.high_water = 0
+        self.warn_backlog = warn_backlog
+        self.write_delay_s = write_delay_s  # test hook: simulate a slow disk
+        self.errors: list[str] = []
+        self._started = False
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    @property
+    def backlog(self) -> int:
+        return self._pending
+
+    def put(self, item: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._pending += 1
+            if self._pending > self.high_water:
+                self.high_water = self._pending
+        self._q.put(item)
+
+    def rollout(self, rollout_dir: str, user_rate: int) -> RolloutRecorder:
+        """Open a rollout's files. system.wav is created at the first downlink audio's rate."""
+        os.makedirs(rollout_dir, exist_ok=True)
+        rec = RolloutRecorder(self, rollout_dir)
+        self.put(("open", rollout_dir, user_rate))
+        return rec
+
+    def close(self, timeout_s: float | None = None) -> None:
+        if self._started and self._thread.is_alive():
+            self._q.put(_STOP)
+            self._thread.join(timeout_s)
+
+    # --- the thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._q.get()
+            batch = [item]
+            while len(batch) < 4096:
+                try:
+                    batch.append(self._q.get_nowait())
+                except queue.Empty:
+                    break
+            touched: set[str] = set()
+            for it in batch:
+                if it is _STOP:
+                    stop = True
+                    continue
+                try:
+                    key = self._apply(it)
+                    if key:
+                        touched.add(key)
+                except Exception as exc:  # noqa: BLE001 - a bad record must not kill the writer
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                with self._lock:
+                    self._pending -= 1
+            for key in touched:
+                files = self._files.get(key)
+                if files is not None:
+                    self._flush(files)
+        for files in list(self._files.values()):
+            self._close_files(files)
+        self._files.clear()
+
+    def _apply(self, item: tuple[Any, ...]) -> str | None:
+        op, key = item[0], item[1]
+        if self.write_delay_s and op in ("chunk", "user", "system"):
+            time.sleep(self.write_delay_s)
+        if op == "open":
+            _, d, user_rate = item
+            self._files[d] = _RolloutFiles(
+                d,
+                open(os.path.join(d, "chunks.jsonl"), "a", encoding="utf-8"),  # noqa: SIM115
+                open(os.path.join(d, "events.jsonl"), "a", encoding="utf-8"),  # noqa: SIM115
+                WavAppender(os.path.join(d, "user.wav"), user_rate),
+                None,
+            )
+            return d
+        files = self._files.get(key)
+        if files is None:
+            return None
+        if op == "chunk":
+            files.chunks.write(_json_line(item[2]))
+        elif op == "event":
+            files.events.write(_json_line(item[2]))
+        elif op == "user":
+            files.user.append(item[2])
+        elif op == "system":
+            rate, start, pcm = item[2], item[3], item[4]
+            system = self._system(files, rate)
+            have = system.n_samples
+            if start > have:
+                system.pad_to(start)
+            elif start < have:  # rounding overlap: never move what is already written
+                pcm = pcm[have - start :]
+            if len(pcm):
+                system.append(pcm)
+        elif op == "system_pad":
+            self._system(files, item[2]).pad_to(item[3])
+        elif op == "metrics":
+            write_json_atomic(os.path.join(files.dir, "metrics.json"), item[2])
+        elif op == "close":
+            self._close_files(files)
+            del self._files[key]
+            return None
+        return key
+
+    def _system(self, files: _RolloutFiles, rate: int) -> WavAppender:
+        if files.system is None:
+            files.system = WavAppender(os.path.join(files.dir, "system.wav"), rate)
+        return files.system
+
+    def _flush(self, files: _RolloutFiles) -> None:
+        files.chunks.flush()
+        files.events.flush()
+        files.user.flush()
+        if files.system is not None:
+            files.system.flush()
+
+    def _close_files(self, files: _RolloutFiles) -> None:
+        for f in (files.chunks, files.events):
+            if not f.closed:
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+        files.user.close()
+        if files.system is None:  # no downlink audio at all: an empty track, same rate
+            files.system = WavAppender(
+                os.path.join(files.dir, "system.wav"), files.user.sample_rate
+            )
+        files.system.close()
+
+
+class RolloutRecorder:
+    """What a session holds: non-blocking hand-offs to the writer thread."""
+
+    def __init__(self, writer: RecordingWriter, rollout_dir: str) -> None:
+        self.writer = writer
+        self.dir = rollout_dir
+        self.closed = False
+
+    def chunk(self, record: ChunkRecord) -> None:
+        self.writer.put(("chunk", self.dir, record.to_json()))
+
+    def event(self, record: EventRecord) -> None:
+        self.writer.put(("event", self.dir, record.to_json()))
+
+    def user_audio(self, pcm: Pcm16) -> None:
+        self.writer.put(("user", self.dir, pcm.copy()))
+
+    def system_audio(self, sample_rate: int, start_sample: int, pcm: Pcm16) -> None:
+        self.writer.put(("system", self.dir, sample_rate, start_sample, pcm.copy()))
+
+    def system_pad(self, sample_rate: int, n_samples: int) -> None:
+        self.writer.put(("system_pad", self.dir, sample_rate, n_samples))
+
+    def metrics(self, metrics: dict[str, Any]) -> None:
+        self.writer.put(("metrics", self.dir, metrics))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.writer.put(("close", self.dir))

@@ -1,0 +1,465 @@
+"""One rollout: a live conversation between the rig and one system.
+
+How this works: two tasks share one transport.
+  send loop     waits for each uplink deadline on the shared clock (absolute, from the
+                pacer), sends the frame, records deadline and actual time, and releases the
+                audio a listener would have heard by then from the playback queue
+  receive loop  stamps what arrives (the transport already did, at the socket), places
+                downlink audio in the playback queue, finds speech onsets, records events
+Neither awaits the disk: records go to the writer thread via non-blocking hand-offs.
+
+The session ends when the plan has been played and the system has then been quiet for
+`drain_quiet_s` on the playback clock (or at the hard cap `max_s`), or when the transport
+fails: then the status says so with a reason, and everything recorded so far is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rig.audio.pcm import level_dbfs
+from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
+from rig.errors import ProtocolError, RigError, TransportError
+from rig.metrics import Onset, lateness_summary, match_responses
+from rig.onset import OnsetDetector
+from rig.pacer import Pacer, PacerConfig
+from rig.placement import PlaybackQueue
+from rig.plan import UserPlan
+from rig.recordings.writer import RolloutRecorder
+from rig.records import ChunkRecord, EventRecord
+from rig.transports.base import DownAudio, DownEvent, Transport
+
+Publish = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    frame_ms: float = 20.0
+    start_lead_ms: float = 50.0
+    drain_quiet_s: float = 1.5
+    max_s: float = 120.0
+    onset_threshold_dbfs: float = -40.0
+    onset_gap_ms: float = 300.0
+    send_end: bool = True
+    truncate_on_barge_in: bool = True
+    probe_interval_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class Session:
+    def __init__(
+        self,
+        rollout_id: str,
+        transport: Transport,
+        plan: UserPlan,
+        recorder: RolloutRecorder,
+        clock: Clock,
+        config: SessionConfig | None = None,
+        publish: Publish | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.rollout_id = rollout_id
+        self.meta = meta or {}
+        self.transport = transport
+        self.plan = plan
+        self.rec = recorder
+        self.clock = clock
+        self.cfg = config or SessionConfig()
+        self._publish = publish
+        if plan.sample_rate != transport.uplink_rate:
+            raise ValueError(
+                f"plan is at {plan.sample_rate} Hz but the transport wants {transport.uplink_rate} Hz"
+            )
+        self.pacer_cfg = PacerConfig.from_ms(plan.sample_rate, self.cfg.frame_ms)
+        self.pacer: Pacer | None = None
+        self.playback: PlaybackQueue | None = None
+        self.onsets: list[Onset] = []
+        self.send_ns: list[int] = []
+        self.lateness_ns: list[int] = []
+        self.down_chunks = 0
+        self.down_samples = 0
+        self.down_rate: int | None = None
+        self.last_down_arrival_ns: int | None = None
+        self.server_pairs: list[tuple[float, int]] = []
+        self.probes: list[dict[str, Any]] = []
+        self.status = "pending"
+        self.reason: str | None = None
+        self._onset_detector: OnsetDetector | None = None
+        self._recv_error: BaseException | None = None
+        self._pending_truncate: int | None = None
+
+    # --- telemetry ----------------------------------------------------------------------
+
+    def publish(self, kind: str, data: dict[str, Any]) -> None:
+        if self._publish is not None:
+            try:
+                self._publish(kind, data)
+            except Exception:  # noqa: BLE001 - telemetry must never hurt the stream
+                pass
+
+    def event(self, kind: str, t_ns: int, source: str = "rig", **data: Any) -> None:
+        self.rec.event(EventRecord(kind, t_ns, data, source))  # type: ignore[arg-type]
+
+    # --- run ------------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        self.status = "connecting"
+        self.publish("status", {"state": "connecting"})
+        t_open = self.clock.now_ns()
+        try:
+            await self.transport.open()
+        except RigError as exc:
+            return await self._finish_early(exc, t_open)
+        t0 = self.clock.now_ns() + round(self.cfg.start_lead_ms * NS_PER_MS)
+        self.pacer = Pacer(self.pacer_cfg, t0)
+        self.status = "running"
+        self.event(
+            "session.start",
+            t0,
+            t0_ns=t0,
+            frame_ms=self.pacer_cfg.frame_ms,
+            frame_samples=self.pacer_cfg.frame_samples,
+            sample_rate=self.plan.sample_rate,
+            connect_ms=round((t0 - t_open) / 1e6, 3),
+        )
+        self.publish("status", {"state": "running", "t0_ns": t0})
+        recv = asyncio.create_task(self._receive_loop(), name=f"recv-{self.rollout_id}")
+        probe = (
+            asyncio.create_task(self._probe_loop(), name=f"probe-{self.rollout_id}")
+            if self.cfg.probe_interval_s > 0
+            else None
+        )
+        try:
+            await self._send_loop(recv)
+        except RigError as exc:
+            self._set_error(exc)
+        finally:
+            if probe is not None:
+                probe.cancel()
+            if self.status == "running" and self.cfg.send_end:
+                with contextlib.suppress(RigError):
+                    await self.transport.send_event("end", {})
+            recv.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await recv
+            await self.transport.close()
+        if self._recv_error is not None and self.status == "running":
+            self._set_error(self._recv_error)
+        return self._close()
+
+    async def _finish_early(self, exc: RigError, t_ns: int) -> dict[str, Any]:
+        self._set_error(exc)
+        self.event("transport.error", t_ns, reason=str(exc))
+        with contextlib.suppress(Exception):
+            await self.transport.close()
+        metrics = {
+            "status": self.status,
+            "reason": self.reason,
+            "rollout_id": self.rollout_id,
+            **self.meta,
+            "responses": [],
+        }
+        self.rec.metrics(metrics)
+        self.rec.close()
+        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
+        return metrics
+
+    def _set_error(self, exc: BaseException) -> None:
+        if isinstance(exc, ProtocolError):
+            self.status = "protocol_error"
+        elif isinstance(exc, TransportError):
+            self.status = "transport_error"
+        else:
+            self.status = "error"
+        self.reason = str(exc) or type(exc).__name__
+
+    async def _send_loop(self, recv: asyncio.Task[None]) -> None:
+        assert self.pacer is not None
+        pacer = self.pacer
+        n = self.pacer_cfg.frame_samples
+        plan_frames = math.ceil(len(self.plan.pcm) / n)
+        max_frames = math.ceil(self.cfg.max_s * NS_PER_S / self.pacer_cfg.frame_ns)
+        quiet_ns = round(self.cfg.drain_quiet_s * NS_PER_S)
+        turn_starts = {
+            t.speech_start_sample // n: t.index
+            for t in self.plan.turns
+            if t.speech_start_sample is not None
+        }
+        silence = np.zeros(n, dtype=np.int16)
+        while True:
+            seq = pacer.next_seq
+            if seq >= max_frames:
+                self.status = "timed_out"
+                self.reason = f"hard cap of {self.cfg.max_s} s reached"
+                return
+            if seq >= plan_frames and self._drained(pacer.deadline_ns(seq), quiet_ns):
+                self.status = "ok"
+                return
+            if recv.done():
+                if self._recv_error is not None:
+                    raise self._recv_error  # type: ignore[misc]
+                if seq >= plan_frames:
+                    self.status = "ok"
+                    return
+                raise TransportError("the system closed the connection before the user finished")
+            pcm = self.plan.pcm[seq * n : (seq + 1) * n] if seq < plan_frames else silence
+            if pcm.size < n:
+                pcm = np.concatenate([pcm, silence[: n - pcm.size]])
+            deadline = pacer.deadline_ns(seq)
+            await self.clock.sleep_until(deadline)
+            t_sent = await self.transport.send_audio(pcm, seq, deadline)
+            timing, stall = pacer.record(t_sent)
+            self.send_ns.append(t_sent)
+            self.lateness_ns.append(timing.lateness_ns)
+            lvl = level_dbfs(pcm)
+            self.rec.user_audio(pcm)
+            self.rec.chunk(
+                ChunkRecord(
+                    "up",
+                    seq,
+                    n,
+                    self.plan.sample_rate,
+                    t_sent,
+                    deadline,
+                    timing.lateness_ns,
+                    level_dbfs=lvl,
+                )
+            )
+            self.publish(
+                "chunk",
+                {
+                    "dir": "up",
+                    "seq": seq,
+                    "n_samples": n,
+                    "t_ns": t_sent,
+                    "lateness_ns": timing.lateness_ns,
+                    "level_dbfs": lvl,
+                    "stall": stall,
+                },
+            )
+            if stall:
+                self.event("stall", t_sent, seq=seq, lateness_ns=timing.lateness_ns)
+            if seq in turn_starts:
+                self._on_user_turn_start(turn_starts[seq], t_sent)
+            self._release_playback(t_sent)
+
+    def _drained(self, t_ns: int, quiet_ns: int) -> bool:
+        """Plan done: stop once the listener has heard nothing for `quiet_ns`."""
+        if self.playback is not None and self.playback.busy_at(t_ns):
+            return False
+        last = self.playback.time_of(self.playback.end_sample) if self.playback else None
+        plan_end = self.pacer.timeline_ns(len(self.plan.pcm)) if self.pacer else t_ns
+        since = max(x for x in (last, plan_end) if x is not None)
+        return t_ns - since >= quiet_ns
+
+    def _on_user_turn_start(self, turn: int, t_ns: int) -> None:
+        """The user starts speaking: if the system is still being heard, that is a barge-in."""
+        if self.playback is None or not self.cfg.truncate_on_barge_in:
+            return
+        if self.playback.busy_at(t_ns):
+            released, dropped = self.playback.truncate(t_ns)
+            for p in released:
+                self.rec.system_audio(self.playback.sample_rate, p.start_sample, p.pcm)
+            played_ms = round(self.playback.played_sample * 1000 / self.playback.sample_rate, 3)
+            self.event(
+                "playback.truncate",
+                t_ns,
+                turn=turn,
+                dropped_samples=dropped,
+                played_until_ms=played_ms,
+            )
+            self._pending_truncate = dropped
+
+    def _release_playback(self, now_ns: int) -> None:
+        if self.playback is None:
+            return
+        for p in self.playback.release(now_ns):
+            self.rec.system_audio(self.playback.sample_rate, p.start_sample, p.pcm)
+
+    async def _receive_loop(self) -> None:
+        try:
+            async for item in self.transport.receive():
+                if isinstance(item, DownAudio):
+                    self._on_audio(item)
+                else:
+                    self._on_event(item)
+        except asyncio.CancelledError:
+            raise
+        except RigError as exc:
+            self._recv_error = exc
+            self.event(
+                "transport.error", self.clock.now_ns(), reason=str(exc), kind=type(exc).__name__
+            )
+        except Exception as exc:  # noqa: BLE001 - recorded as a rollout error, not a crash
+            self._recv_error = exc
+            self.event("session.error", self.clock.now_ns(), reason=f"{type(exc).__name__}: {exc}")
+
+    def _on_audio(self, item: DownAudio) -> None:
+        assert self.pacer is not None
+        if self.down_rate is None:
+            self.down_rate = item.sample_rate
+            self.playback = PlaybackQueue(self.pacer.t0_ns, item.sample_rate)
+            self._onset_detector = OnsetDetector(
+                item.sample_rate, self.cfg.onset_threshold_dbfs, self.cfg.onset_gap_ms
+            )
+        elif item.sample_rate != self.down_rate:
+            raise ProtocolError(
+                f"downlink sample rate changed mid-stream ({self.down_rate} -> {item.sample_rate})"
+            )
+        assert self.playback is not None and self._onset_detector is not None
+        start = self.playback.push(item.pcm, item.t_ns)
+        play_ns = self.playback.time_of(start)
+        seq = self.down_chunks
+        self.down_chunks += 1
+        self.down_samples += item.pcm.size
+        self.last_down_arrival_ns = item.t_ns
+        if item.server_ts_ms is not None:
+            self.server_pairs.append((item.server_ts_ms, item.t_ns))
+        off = self._onset_detector.feed(item.pcm, start)
+        if off is not None:
+            off_ns = off * NS_PER_S // item.sample_rate
+            self.onsets.append(
+                Onset(
+                    play_ns + off_ns,
+                    item.t_ns + off_ns,
+                    None if item.server_ts_ms is None else item.server_ts_ms + off_ns / 1e6,
+                    seq,
+                )
+            )
+            self.event("system.onset", item.t_ns, play_ns=play_ns + off_ns, seq=seq)
+        lvl = level_dbfs(item.pcm)
+        self.rec.chunk(
+            ChunkRecord(
+                "down",
+                seq,
+                int(item.pcm.size),
+                item.sample_rate,
+                item.t_ns,
+                None,
+                None,
+                item.server_ts_ms,
+                play_ns,
+                lvl,
+                item.extra,
+            )
+        )
+        self.publish(
+            "chunk",
+            {
+                "dir": "down",
+                "seq": seq,
+                "n_samples": int(item.pcm.size),
+                "t_ns": item.t_ns,
+                "play_ns": play_ns,
+                "level_dbfs": lvl,
+            },
+        )
+
+    def _on_event(self, item: DownEvent) -> None:
+        data = dict(item.data)
+        if item.server_ts_ms is not None:
+            data["server_ts_ms"] = item.server_ts_ms
+        if item.kind == "probe_reply":
+            self.probes.append({**data, "t3_ns": item.t_ns})
+        self.rec.event(EventRecord(f"server.{item.kind}", item.t_ns, data, "server"))
+        self.publish("protocol", {"name": item.kind, "t_ns": item.t_ns})
+
+    async def _probe_loop(self) -> None:
+        """Clock probes (four-timestamp exchanges) for peers that answer them."""
+        k = 0
+        while True:
+            await asyncio.sleep(self.cfg.probe_interval_s)
+            with contextlib.suppress(RigError):
+                await self.transport.send_event("probe", {"id": k})
+            k += 1
+
+    # --- close ------------------------------------------------------------------------------
+
+    def user_end_ns(self, speech_end_sample: int) -> int:
+        """Shared-clock time the last speech sample left: its frame's send time + offset."""
+        assert self.pacer is not None
+        n = self.pacer_cfg.frame_samples
+        k = max(0, (speech_end_sample - 1) // n)
+        if k < len(self.send_ns):
+            offset = speech_end_sample - k * n
+            return self.send_ns[k] + offset * NS_PER_S // self.plan.sample_rate
+        return self.pacer.timeline_ns(speech_end_sample)
+
+    def _close(self) -> dict[str, Any]:
+        assert self.pacer is not None
+        t_end = self.clock.now_ns()
+        if self.playback is not None:
+            self._release_playback(t_end)
+            total = math.ceil(
+                len(self.send_ns) * self.pacer_cfg.frame_ns * self.playback.sample_rate / NS_PER_S
+            )
+            self.rec.system_pad(self.playback.sample_rate, total)
+        turns = [t for t in self.plan.turns if t.speech_end_sample is not None]
+        user_ends = [(t.index, self.user_end_ns(t.speech_end_sample)) for t in turns]  # type: ignore[arg-type]
+        next_starts: list[int | None] = []
+        for i, _t in enumerate(turns):
+            nxt = turns[i + 1] if i + 1 < len(turns) else None
+            next_starts.append(
+                None
+                if nxt is None or nxt.speech_start_sample is None
+                else self.pacer.timeline_ns(nxt.speech_start_sample)
+            )
+        responses = match_responses(user_ends, self.onsets, next_starts)
+        if self.status == "ok" and self.down_chunks == 0:
+            self.status, self.reason = "no_audio", "the system sent no audio"
+        last_deadline = self.pacer.deadline_ns(max(0, self.pacer.next_seq - 1))
+        metrics: dict[str, Any] = {
+            "status": self.status,
+            "reason": self.reason,
+            "rollout_id": self.rollout_id,
+            **self.meta,
+            "t0_ns": self.pacer.t0_ns,
+            "sample_rate": self.plan.sample_rate,
+            "system_sample_rate": self.down_rate,
+            "frame_ms": self.pacer_cfg.frame_ms,
+            "uplink": {
+                "frames": len(self.send_ns),
+                "lateness_ms": lateness_summary(self.lateness_ns),
+                "stalls": self.pacer.stalls,
+                "drift_ms": _drift_ms(self.lateness_ns),
+                "audio_s": round(len(self.send_ns) * self.pacer_cfg.frame_ns / NS_PER_S, 3),
+            },
+            "downlink": {
+                "chunks": self.down_chunks,
+                "audio_s": round(self.down_samples / self.down_rate, 3) if self.down_rate else 0.0,
+                "truncated_samples": self.playback.truncated_samples if self.playback else 0,
+            },
+            "onsets_play_ns": [o.play_ns for o in self.onsets],
+            "responses": responses,
+            "writer_backlog_high_water": self.rec.writer.high_water,
+        }
+        self.event("session.end", t_end, status=self.status, reason=self.reason)
+        self.rec.metrics(metrics)
+        self.rec.close()
+        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
+        for r in responses:
+            if r.get("latency_ms") is not None:
+                self.publish("response", {"latency_ms": r["latency_ms"], "turn": r["turn"]})
+        return metrics
+
+
+def _drift_ms(lateness_ns: list[int], window: int = 50) -> float | None:
+    """Trend of send lateness: mean of the last `window` frames minus the first `window`.
+
+    Deadlines are absolute, so a correct pacer shows no trend however long it runs; a pacer
+    that slept one frame per frame would show its accumulated error here.
+    """
+    if len(lateness_ns) < 2 * window:
+        return None
+    head = sum(lateness_ns[:window]) / window
+    tail = sum(lateness_ns[-window:]) / window
+    return round((tail - head) / 1e6, 4)

@@ -1,0 +1,1 @@
+"""The reference system: a voice system with ground-truth knobs (`rig sim`)."""

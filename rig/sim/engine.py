@@ -1,0 +1,205 @@
+"""The reference system's brain, sans-I/O: endpointing, model latency, reply streaming.
+
+How this works: the server shell feeds every input chunk with the true time it reached the
+"model" (`t_ns`, after any simulated uplink delay) and asks `poll(now)` for what to emit.
+
+- Endpointing: an energy gate on 10 ms blocks. Speech starts after `speech_start_ms` of loud
+  blocks; it ends when `endpoint_silence_ms` of audio after the last loud sample has been
+  received. The detection time is the arrival of the chunk that completes that silence.
+- Model latency: the reply starts `latency_ms` after detection (ground truth, exact).
+- Reply streaming: the reply audio (a tone or a file) is cut into `chunk_ms` chunks emitted
+  at `reply_start + i * chunk_ms / speed`: `speed=1` is real time, `speed>1` faster than real
+  time, `speed=0` all at once (a burst).
+- Barge-in: speech starting while a reply is still being emitted cancels the rest.
+- Silent-frame omission: with `omit_silence`, silent reply chunks are not sent (their time
+  still passes), as systems that suppress silence do.
+
+Every decision is returned as a `Truth` record on the true shared clock, for the truth log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rig.audio.pcm import Pcm16
+from rig.clock.base import NS_PER_MS, NS_PER_S
+
+BLOCK_MS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    sample_rate: int = 16_000
+    latency_ms: float = 400.0
+    endpoint_silence_ms: float = 500.0
+    speech_start_ms: float = 60.0
+    threshold_dbfs: float = -40.0
+    chunk_ms: float = 40.0
+    reply_speed: float = 1.0
+    reply_tone_hz: float = 440.0
+    reply_s: float = 1.0
+    reply_level_dbfs: float = -12.0
+    reply_gap_ms: float = 0.0
+    omit_silence: bool = False
+    barge_in: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    event: str
+    t_ns: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """One reply chunk to send, due at `t_ns` (true clock, before downlink delay)."""
+
+    seq: int
+    t_ns: int
+    pcm: Pcm16
+    response: int
+
+
+def make_reply(cfg: SimConfig, audio: Pcm16 | None = None) -> Pcm16:
+    if audio is not None:
+        return audio
+    n = round(cfg.reply_s * cfg.sample_rate)
+    t = np.arange(n) / cfg.sample_rate
+    amp = 10 ** (cfg.reply_level_dbfs / 20) * np.sqrt(2) * 32767
+    x = (amp * np.sin(2 * np.pi * cfg.reply_tone_hz * t)).astype(np.int16)
+    if cfg.reply_gap_ms > 0:
+        gap = round(cfg.reply_gap_ms / 1000 * cfg.sample_rate)
+        half = n // 2
+        x = np.concatenate([x[:half], np.zeros(gap, np.int16), x[half:]])
+    return x
+
+
+class SimEngine:
+    """One conversation of the reference system."""
+
+    def __init__(self, cfg: SimConfig, reply_audio: Pcm16 | None = None) -> None:
+        self.cfg = cfg
+        self.reply = make_reply(cfg, reply_audio)
+        self._block = cfg.sample_rate * BLOCK_MS // 1000
+        self._thresh = 32768.0 * 10 ** (cfg.threshold_dbfs / 20)
+        self._speech_start_blocks = max(1, round(cfg.speech_start_ms / BLOCK_MS))
+        self._silence_samples = round(cfg.endpoint_silence_ms / 1000 * cfg.sample_rate)
+        self._chunk = max(1, round(cfg.chunk_ms / 1000 * cfg.sample_rate))
+        self.received_samples = 0
+        self._carry = np.zeros(0, np.int16)
+        self._loud_run = 0
+        self.in_speech = False
+        self._last_loud_sample = -1  # index on the input timeline
+        self._last_loud_t_ns = 0  # true arrival time of that sample
+        self._queue: list[Emit] = []
+        self._reply_seq = 0
+        self.responses = 0
+        self.truths: list[Truth] = []
+        self._started: set[int] = set()
+
+    # --- input ------------------------------------------------------------------------
+
+    def on_audio(self, pcm: Pcm16, t_ns: int) -> list[Truth]:
+        """An input chunk reached the model at `t_ns`. Returns truth records it caused."""
+        out: list[Truth] = []
+        data = np.concatenate([self._carry, pcm]) if self._carry.size else pcm
+        base = self.received_samples - self._carry.size  # input index of data[0]
+        chunk_start = self.received_samples  # index of pcm[0]
+        n_blocks = data.size // self._block
+        for b in range(n_blocks):
+            blk = data[b * self._block : (b + 1) * self._block]
+            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._thresh)
+            if loud_idx.size:
+                self._loud_run += 1
+                last = base + b * self._block + int(loud_idx[-1])
+                self._last_loud_sample = last
+                # the sample sits (last - chunk_start) samples after the chunk's first sample;
+                # samples carried from the previous chunk arrived with it (negative offset)
+                self._last_loud_t_ns = (
+                    t_ns + ((last - chunk_start) * NS_PER_S) // self.cfg.sample_rate
+                )
+                if not self.in_speech and self._loud_run >= self._speech_start_blocks:
+                    self.in_speech = True
+                    out.append(Truth("speech_start", t_ns, {"input_ms": self._ms(last)}))
+                    out.extend(self._barge_in(t_ns))
+            else:
+                self._loud_run = 0
+        self._carry = data[n_blocks * self._block :].copy()
+        self.received_samples += pcm.size
+        if self.in_speech:
+            silent = self.received_samples - 1 - self._last_loud_sample
+            if silent >= self._silence_samples:
+                self.in_speech = False
+                out.append(
+                    Truth(
+                        "speech_end",
+                        t_ns,
+                        {
+                            "audio_end_ns": self._last_loud_t_ns,
+                            "audio_end_input_ms": self._ms(self._last_loud_sample + 1),
+                        },
+                    )
+                )
+                out.extend(self._schedule_reply(t_ns))
+        self.truths.extend(out)
+        return out
+
+    def _ms(self, sample: int) -> float:
+        return round(sample * 1000 / self.cfg.sample_rate, 3)
+
+    def _schedule_reply(self, detect_ns: int) -> list[Truth]:
+        start = detect_ns + round(self.cfg.latency_ms * NS_PER_MS)
+        self.responses += 1
+        resp = self.responses
+        step_ns = (
+            0
+            if self.cfg.reply_speed <= 0
+            else self._chunk * NS_PER_S / self.cfg.sample_rate / self.cfg.reply_speed
+        )
+        for i, off in enumerate(range(0, self.reply.size, self._chunk)):
+            pcm = self.reply[off : off + self._chunk]
+            self._queue.append(Emit(-1, start + round(i * step_ns), pcm, resp))
+        return [Truth("reply_scheduled", detect_ns, {"response": resp, "reply_start_ns": start})]
+
+    def _barge_in(self, t_ns: int) -> list[Truth]:
+        if not self.cfg.barge_in or not self._queue:
+            return []
+        dropped = len(self._queue)
+        resp = self._queue[0].response
+        self._queue.clear()
+        return [Truth("reply_cancel", t_ns, {"response": resp, "chunks_dropped": dropped})]
+
+    # --- output -----------------------------------------------------------------------
+
+    def next_due_ns(self) -> int | None:
+        return self._queue[0].t_ns if self._queue else None
+
+    def poll(self, now_ns: int) -> tuple[list[Emit], list[Truth]]:
+        """Reply chunks due by `now_ns` (each keeps its own due time), and their truths."""
+        emits: list[Emit] = []
+        truths: list[Truth] = []
+        while self._queue and self._queue[0].t_ns <= now_ns:
+            e = self._queue.pop(0)
+            first = e.response not in self._started
+            if self.cfg.omit_silence and not np.any(e.pcm):
+                truths.append(
+                    Truth("reply_omit", e.t_ns, {"response": e.response, "n": e.pcm.size})
+                )
+                continue
+            emit = Emit(self._reply_seq, e.t_ns, e.pcm, e.response)
+            self._reply_seq += 1
+            if first:
+                self._started.add(e.response)
+                truths.append(Truth("reply_start", e.t_ns, {"response": e.response}))
+            emits.append(emit)
+            if not any(x.response == e.response for x in self._queue):
+                truths.append(Truth("reply_end", e.t_ns, {"response": e.response}))
+        self.truths.extend(truths)
+        return emits, truths

@@ -1,0 +1,393 @@
+"""`rig sim`: the reference system as a WebSocket server speaking rig-pcm.
+
+A thin asyncio shell around `SimEngine`. Per connection, three tasks:
+  uplink    messages wait in a simulated uplink delay line, then reach the engine
+  emitter   wakes when a reply chunk is due and hands it to the downlink line
+  downlink  messages wait in the downlink delay line, then go to the socket
+The server's own clock (`server_ts_ms` on every message) runs at `1 + drift_ppm/1e6` of the
+true clock, offset by `clock_offset_ms`. The truth log records what really happened, on the
+true shared clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from rig.audio.pcm import Pcm16
+from rig.clock.base import NS_PER_MS, Clock, MonotonicClock
+from rig.errors import ProtocolError
+from rig.protocol import rawpcm
+from rig.sim.engine import SimConfig, SimEngine, Truth
+from rig.sim.netdelay import DelayLine
+from rig.sim.truth import TruthLog
+
+
+@dataclass(frozen=True, slots=True)
+class NetConfig:
+    delay_up_ms: float = 0.0
+    delay_down_ms: float = 0.0
+    jitter_ms: float = 0.0
+    clock_offset_ms: float = 0.0
+    clock_drift_ppm: float = 0.0
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class ServerClock:
+    """The sim's own clock: offset and drift against the true shared clock."""
+
+    def __init__(self, epoch_ns: int, offset_ms: float, drift_ppm: float) -> None:
+        self.epoch_ns = epoch_ns
+        self.offset_ns = round(offset_ms * NS_PER_MS)
+        self.rate = 1.0 + drift_ppm / 1e6
+
+    def ns(self, t_true_ns: int) -> int:
+        return self.epoch_ns + self.offset_ns + round((t_true_ns - self.epoch_ns) * self.rate)
+
+    def ms(self, t_true_ns: int) -> float:
+        return round(self.ns(t_true_ns) / NS_PER_MS, 6)
+
+
+@dataclass
+class SimServerState:
+    connections: int = 0
+    active: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class SimServer:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        net: NetConfig | None = None,
+        *,
+        truth_log: str | None = None,
+        reply_audio: Pcm16 | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.net = net or NetConfig()
+        self.clock = clock or MonotonicClock()
+        self.truth = TruthLog(truth_log)
+        self.reply_audio = reply_audio
+        self.server_clock = ServerClock(
+            self.clock.now_ns(), self.net.clock_offset_ms, self.net.clock_drift_ppm
+        )
+        self.state = SimServerState()
+        self._ids = itertools.count(1)
+        self._server: Server | None = None
+        self.port = 0
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._server = await serve(
+            self._handle, host, port, max_size=4 << 20, ping_interval=None, compression=None
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+        self.truth.write(
+            "server_start",
+            self.clock.now_ns(),
+            config=self.cfg.as_dict(),
+            net=self.net.as_dict(),
+            host=host,
+            port=self.port,
+            server_clock_epoch_ns=self.server_clock.epoch_ns,
+        )
+        return f"ws://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        self.truth.close()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        conn = next(self._ids)
+        self.state.connections += 1
+        self.state.active += 1
+        rng = random.Random(self.net.seed * 1_000_003 + conn)
+        up = DelayLine(self.net.delay_up_ms, self.net.jitter_ms, rng)
+        down = DelayLine(self.net.delay_down_ms, self.net.jitter_ms, rng)
+        session = _Session(self, ws, conn, up, down)
+        try:
+            await session.run()
+        except ProtocolError as exc:
+            self.state.errors.append(str(exc))
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send(rawpcm.encode_text("error", message=str(exc)))
+                await ws.close(1008, "protocol error")
+        finally:
+            self.state.active -= 1
+            self.truth.write("conn_close", self.clock.now_ns(), conn=conn)
+
+
+class _Session:
+    def __init__(
+        self, server: SimServer, ws: ServerConnection, conn: int, up: DelayLine, down: DelayLine
+    ) -> None:
+        self.s = server
+        self.ws = ws
+        self.conn = conn
+        self.up_line = up
+        self.down_line = down
+        self.engine = SimEngine(server.cfg, server.reply_audio)
+        self.framing = "rig1"
+        self.up_q: asyncio.Queue[tuple[int, int, str | bytes] | None] = asyncio.Queue()
+        self.down_q: asyncio.Queue[
+            tuple[int, Callable[[], str | bytes], dict[str, Any] | None] | None
+        ] = asyncio.Queue()
+        self.wake = asyncio.Event()
+        self.up_seq = 0
+
+    def now(self) -> int:
+        return self.s.clock.now_ns()
+
+    def sms(self, t_ns: int) -> float:
+        return self.s.server_clock.ms(t_ns)
+
+    async def run(self) -> None:
+        first = await self.ws.recv()
+        if not isinstance(first, str):
+            raise ProtocolError("expected a hello text message first")
+        hello = rawpcm.decode_text(first)
+        if hello.get("type") != "hello":
+            raise ProtocolError(f"expected hello, got {hello.get('type')!r}")
+        rate = hello.get("sample_rate")
+        if rate != self.s.cfg.sample_rate:
+            raise ProtocolError(
+                f"sample_rate {rate!r} not supported: this sim runs at {self.s.cfg.sample_rate} Hz"
+            )
+        self.framing = str(hello.get("framing", "rig1"))
+        if self.framing not in ("rig1", "raw"):
+            raise ProtocolError(f"unknown framing {self.framing!r}")
+        t = self.now()
+        self.s.truth.write("conn_open", t, conn=self.conn, hello=hello)
+        await self.ws.send(
+            rawpcm.encode_text(
+                "ready",
+                version=rawpcm.VERSION,
+                sample_rate=self.s.cfg.sample_rate,
+                server_ts_ms=self.sms(t),
+                conn=self.conn,
+            )
+        )
+        tasks = [
+            asyncio.create_task(self._uplink()),
+            asyncio.create_task(self._emitter()),
+            asyncio.create_task(self._downlink()),
+        ]
+        try:
+            async for message in self.ws:
+                t_wire = self.now()
+                await self.up_q.put((self.up_line.release_ns(t_wire), t_wire, message))
+        except ConnectionClosed:
+            pass
+        finally:
+            await self.up_q.put(None)
+            await asyncio.wait([tasks[0]], timeout=5)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _uplink(self) -> None:
+        while True:
+            item = await self.up_q.get()
+            if item is None:
+                return
+            release, t_wire, message = item
+            await self.s.clock.sleep_until(release)
+            t = self.now()
+            if isinstance(message, bytes):
+                frame = rawpcm.decode_audio(message, self.framing, self.up_seq)
+                self.s.truth.write(
+                    "recv_chunk",
+                    t,
+                    conn=self.conn,
+                    seq=frame.seq,
+                    n_samples=int(frame.pcm.size),
+                    t_wire_ns=t_wire,
+                    client_ts_ms=frame.ts_ms,
+                    server_ts_ms=self.sms(t),
+                )
+                self.up_seq += 1
+                for truth in self.engine.on_audio(frame.pcm, t):
+                    self._on_truth(truth)
+                self.wake.set()
+            else:
+                await self._on_text(rawpcm.decode_text(message), t)
+
+    async def _on_text(self, msg: dict[str, Any], t: int) -> None:
+        kind = msg["type"]
+        if kind == "probe":
+            t1 = self.s.server_clock.ns(t)
+            self.s.truth.write("probe", t, conn=self.conn, id=msg.get("id"))
+            fields = {"id": msg.get("id"), "t0_ns": msg.get("t0_ns"), "t1_server_ns": t1}
+            # t2 is read when the reply really leaves (after the downlink delay line)
+            self._send_later(
+                t,
+                lambda: rawpcm.encode_text(
+                    "probe_reply", **fields, t2_server_ns=self.s.server_clock.ns(self.now())
+                ),
+            )
+        elif kind == "end":
+            self.s.truth.write("client_end", t, conn=self.conn)
+        else:
+            self.s.truth.write("unknown_text", t, conn=self.conn, type=kind)
+
+    def _on_truth(self, truth: Truth) -> None:
+        self.s.truth.write(
+            truth.event, truth.t_ns, conn=self.conn, server_ts_ms=self.sms(truth.t_ns), **truth.data
+        )
+        t = truth.t_ns
+        if truth.event == "speech_start":
+            self._send_text_later(
+                t, "speech_started", server_ts_ms=self.sms(t), audio_start_ms=truth.data["input_ms"]
+            )
+        elif truth.event == "speech_end":
+            self._send_text_later(
+                t,
+                "speech_stopped",
+                server_ts_ms=self.sms(t),
+                audio_end_ms=truth.data["audio_end_input_ms"],
+            )
+        elif truth.event == "reply_cancel":
+            self._send_text_later(
+                t, "response.cancelled", server_ts_ms=self.sms(t), response=truth.data["response"]
+            )
+
+    def _send_text_later(self, t_ns: int, kind: str, **fields: Any) -> None:
+        msg = rawpcm.encode_text(kind, **fields)
+        self._send_later(t_ns, lambda: msg)
+
+    def _send_later(
+        self, t_ns: int, make: Callable[[], str | bytes], truth: dict[str, Any] | None = None
+    ) -> None:
+        self.down_q.put_nowait((self.down_line.release_ns(t_ns), make, truth))
+
+    async def _emitter(self) -> None:
+        while True:
+            due = self.engine.next_due_ns()
+            if due is None:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            await self.s.clock.sleep_until(due)
+            emits, truths = self.engine.poll(self.now())
+            for truth in truths:
+                self.s.truth.write(
+                    truth.event,
+                    truth.t_ns,
+                    conn=self.conn,
+                    server_ts_ms=self.sms(truth.t_ns),
+                    **truth.data,
+                )
+                if truth.event == "reply_start":
+                    self._send_text_later(
+                        truth.t_ns,
+                        "response.start",
+                        server_ts_ms=self.sms(truth.t_ns),
+                        response=truth.data["response"],
+                    )
+            for e in emits:
+                data = rawpcm.encode_audio(e.pcm, e.seq, self.sms(e.t_ns), self.framing)
+                self._send_later(
+                    e.t_ns,
+                    lambda data=data: data,
+                    {
+                        "event": "reply_chunk",
+                        "seq": e.seq,
+                        "n_samples": int(e.pcm.size),
+                        "emit_ns": e.t_ns,
+                        "server_ts_ms": self.sms(e.t_ns),
+                        "response": e.response,
+                        "loud": bool(np.any(e.pcm)),
+                    },
+                )
+            for truth in truths:
+                if truth.event == "reply_end":
+                    self._send_text_later(
+                        truth.t_ns,
+                        "response.end",
+                        server_ts_ms=self.sms(truth.t_ns),
+                        response=truth.data["response"],
+                    )
+
+    async def _downlink(self) -> None:
+        while True:
+            item = await self.down_q.get()
+            if item is None:
+                return
+            release, make, truth = item
+            await self.s.clock.sleep_until(release)
+            try:
+                await self.ws.send(make())
+            except ConnectionClosed:
+                return
+            if truth is not None:
+                event = truth.pop("event")
+                self.s.truth.write(event, self.now(), conn=self.conn, **truth)
+
+
+class SimThread:
+    """The reference system on its own event loop in a background thread (`rig demo`)."""
+
+    def __init__(self, server: SimServer, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="rig-sim", daemon=True)
+        self._error: BaseException | None = None
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        self._thread.start()
+        if not self._ready.wait(timeout_s) or self._error:
+            raise RuntimeError(f"reference system did not start: {self._error}")
+        return self.url
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            try:
+                self.url = await self.server.start(self.host, self.port)
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                raise
+            self._ready.set()
+            await self._stop.wait()
+            await self.server.stop()
+
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._loop.run_until_complete(main())
+        finally:
+            self._loop.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(10)
+
+
+RunFn = Callable[[], Awaitable[None]]

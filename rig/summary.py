@@ -1,0 +1,73 @@
+"""The plain summary of a run: per rollout status, response latencies, send lateness, stalls."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def load_rollouts(run_dir: str) -> list[dict[str, Any]]:
+    out = []
+    base = os.path.join(run_dir, "rollouts")
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if ".failed-" in name:
+            continue
+        path = os.path.join(base, name, "metrics.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = json.load(f)
+        except FileNotFoundError:
+            m = {"status": "incomplete", "reason": "no metrics.json (run interrupted?)"}
+        except ValueError as exc:
+            m = {"status": "unreadable", "reason": f"metrics.json: {exc}"}
+        m.setdefault("rollout_id", name)
+        out.append(m)
+    return out
+
+
+def summary_table(rollouts: list[dict[str, Any]]) -> Table:
+    t = Table(title="rollouts", show_lines=False)
+    for col in (
+        "rollout",
+        "status",
+        "response latency ms",
+        "late p50",
+        "late p99",
+        "late max",
+        "stalls",
+    ):
+        t.add_column(col, justify="left" if col in ("rollout", "status") else "right")
+    for m in rollouts:
+        lat = [r.get("latency_ms") for r in m.get("responses", [])]
+        lat_s = ", ".join("—" if x is None else f"{x:.0f}" for x in lat) or "—"
+        up = m.get("uplink", {})
+        late = up.get("lateness_ms", {})
+
+        def f(x: Any) -> str:
+            return "—" if x is None else f"{x:.3f}"
+
+        status = m.get("status", "?")
+        if m.get("reason") and status != "ok":
+            status += f" ({m['reason'][:60]})"
+        t.add_row(
+            str(m.get("rollout_id")),
+            status,
+            lat_s,
+            f(late.get("p50")),
+            f(late.get("p99")),
+            f(late.get("max")),
+            str(up.get("stalls", "—")),
+        )
+    return t
+
+
+def print_summary(run_dir: str, console: Console | None = None) -> list[dict[str, Any]]:
+    console = console or Console()
+    rollouts = load_rollouts(run_dir)
+    console.print(summary_table(rollouts))
+    console.print(f"run directory: {run_dir}")
+    return rollouts

@@ -1,0 +1,234 @@
+"""WebSocket transport: the `websockets` library plus a sans-I/O dialect.
+
+Arrival stamps: the connection subclass below reads the shared clock in `data_received`,
+the moment asyncio hands it bytes from the socket, and pins that stamp to every complete
+message parsed from those bytes. That is as close to the socket as the library allows; the
+time a message then waits in the library's queue is not counted as network delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
+from websockets.frames import Frame, Opcode
+
+from rig.clock.base import NS_PER_S, Clock
+from rig.dialects.base import Dialect
+from rig.errors import ProtocolError, TransportError
+from rig.transports.base import DownEvent, Incoming, Pcm16
+
+
+class StampedConnection(ClientConnection):
+    """A client connection that remembers when each message's last byte came off the socket."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rx_ns = 0
+        self.stamps: collections.deque[int] = collections.deque()
+
+    def data_received(self, data: bytes) -> None:
+        self._rx_ns = time.monotonic_ns()
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        if (
+            isinstance(event, Frame)
+            and event.fin
+            and event.opcode
+            in (
+                Opcode.TEXT,
+                Opcode.BINARY,
+                Opcode.CONT,
+            )
+        ):
+            self.stamps.append(self._rx_ns)
+        super().process_event(event)
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials or query string (tokens often travel there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    query = "<redacted>" if parts.query else ""
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+class WebSocketTransport:
+    """One WebSocket connection to a system, framed by a dialect."""
+
+    def __init__(
+        self,
+        url: str,
+        dialect: Dialect,
+        clock: Clock,
+        *,
+        connect_timeout_s: float = 10.0,
+        ready_timeout_s: float = 10.0,
+        open_gate: asyncio.Semaphore | None = None,
+        retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        max_message_bytes: int = 16 << 20,
+    ) -> None:
+        self.url = url
+        self.dialect = dialect
+        self.clock = clock
+        self.uplink_rate = dialect.uplink_rate
+        self.connect_timeout_s = connect_timeout_s
+        self.ready_timeout_s = ready_timeout_s
+        self.open_gate = open_gate
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self.max_message_bytes = max_message_bytes
+        self._ws: StampedConnection | None = None
+        self._pending: list[Incoming] = []
+        self._opened = False
+        self.connect_attempts = 0
+
+    async def open(self) -> None:
+        """Connect (retrying only before any audio flowed) and wait for the dialect's handshake."""
+        if self._opened:
+            raise TransportError("a transport opens one session only; never a second one mid-run")
+        self._opened = True
+        last_exc: Exception | None = None
+        for attempt in range(self.retries + 1):
+            self.connect_attempts = attempt + 1
+            try:
+                if self.open_gate is not None:
+                    async with self.open_gate:
+                        await self._connect()
+                else:
+                    await self._connect()
+                break
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                last_exc = exc
+                if attempt < self.retries:
+                    await asyncio.sleep(self.retry_backoff_s * (2**attempt))
+        else:
+            raise TransportError(
+                f"could not connect to {redact_url(self.url)} after {self.retries + 1} attempts: "
+                f"{type(last_exc).__name__}: {last_exc}"
+            )
+        await self._handshake()
+
+    async def _connect(self) -> None:
+        self._ws = await asyncio.wait_for(
+            connect(
+                self.url,
+                additional_headers=self.dialect.headers() or None,
+                create_connection=StampedConnection,
+                max_size=self.max_message_bytes,
+                open_timeout=self.connect_timeout_s,
+                ping_interval=None,
+                compression=None,
+            ),
+            timeout=self.connect_timeout_s + 1,
+        )
+
+    async def _handshake(self) -> None:
+        ws = self._require()
+        for msg in self.dialect.open_messages():
+            await ws.send(msg)
+        deadline = time.monotonic() + self.ready_timeout_s
+        while not self.dialect.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(f"no handshake answer within {self.ready_timeout_s} s")
+            try:
+                message = await asyncio.wait_for(ws.recv(), remaining)
+            except TimeoutError:
+                continue
+            except ConnectionClosed as exc:
+                raise TransportError(f"closed during handshake: {exc}", code=_code(exc)) from exc
+            t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
+            self._pending.extend(self.dialect.decode(message, t_ns))
+
+    def _require(self) -> StampedConnection:
+        if self._ws is None:
+            raise TransportError("not connected")
+        return self._ws
+
+    async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
+        ws = self._require()
+        t_ns = self.clock.now_ns()
+        try:
+            for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
+                await ws.send(msg)
+        except ConnectionClosed as exc:
+            raise TransportError(f"closed while sending: {exc}", code=_code(exc)) from exc
+        return t_ns
+
+    async def send_event(self, kind: str, data: dict[str, Any]) -> None:
+        ws = self._require()
+        try:
+            for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
+                await ws.send(msg)
+        except ConnectionClosed as exc:
+            raise TransportError(f"closed while sending {kind}: {exc}", code=_code(exc)) from exc
+
+    async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
+        """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
+        ws = self._require()
+        t0 = self.clock.now_ns()
+        try:
+            waiter = await ws.ping()
+            await asyncio.wait_for(waiter, timeout_s)
+        except (TimeoutError, ConnectionClosed):
+            return None
+        return self.clock.now_ns() - t0
+
+    async def receive(self) -> AsyncIterator[Incoming]:
+        ws = self._require()
+        for item in self._pending:
+            yield item
+        self._pending.clear()
+        while True:
+            try:
+                message = await ws.recv()
+            except ConnectionClosedOK:
+                yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
+                return
+            except ConnectionClosed as exc:
+                raise TransportError(f"connection lost mid-stream: {exc}", code=_code(exc)) from exc
+            t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
+            try:
+                items = self.dialect.decode(message, t_ns)
+            except ProtocolError:
+                raise
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
+            for item in items:
+                yield item
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            try:
+                await asyncio.wait_for(self._ws.close(), 2.0)
+            except (TimeoutError, ConnectionClosed, OSError):
+                pass
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "websocket",
+            "url": redact_url(self.url),
+            "dialect": self.dialect.describe(),
+            "connect_timeout_s": self.connect_timeout_s,
+            "ready_timeout_s": self.ready_timeout_s,
+            "retries": self.retries,
+        }
+
+
+def _code(exc: ConnectionClosed) -> int | None:
+    rcvd = exc.rcvd
+    return rcvd.code if rcvd is not None else None
+
+
+__all__ = ["NS_PER_S", "WebSocketTransport", "redact_url"]
