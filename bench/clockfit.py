@@ -18,6 +18,7 @@ import platform
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -146,9 +147,7 @@ def accuracy(args: argparse.Namespace) -> None:
     for dmin_down, dmin_up in ((5.0, 5.0), (20.0, 40.0)):
         for jitter_ms, kind in ((1.0, "exp"), (20.0, "exp"), (20.0, "lomax")):
             for drift_ppm in (-50_000.0, 100.0, 50_000.0):
-                errs: dict[str, list[tuple[float, float, float, float]]] = {
-                    k: [] for k in METHODS
-                }
+                errs: dict[str, list[tuple[float, float, float, float]]] = {k: [] for k in METHODS}
                 for _ in range(args.trials):
                     w = World(
                         rng, args.n, args.span_s, drift_ppm, dmin_down, dmin_up, jitter_ms, kind
@@ -174,7 +173,7 @@ def accuracy(args: argparse.Namespace) -> None:
                     )
 
 
-def _pct(x: float) -> str:
+def _pct(x: float | np.floating[Any]) -> str:
     return "-" if x != x else f"{100 * x:.0f}%"
 
 

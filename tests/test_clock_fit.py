@@ -261,6 +261,20 @@ def test_ntp_with_asymmetric_jitter(
     )
 
 
+def test_ntp_survives_an_exchange_delayed_by_minutes() -> None:
+    rng = np.random.default_rng(11)
+    truth = Truth(0, -50_000e-6)
+    t0 = sends(rng, 500, 120)
+    d_up = 5 * MS + queuing(rng, "exp", 1 * MS, 500)
+    d_up[250] = 600 * S  # one reply stuck for ten minutes: far outside the span
+    t1 = truth.peer(t0 + d_up)
+    t3 = np.rint([truth.local(int(v)) for v in t1]).astype(np.int64) + 5 * MS
+    fit = fit_ntp(t0, t1, t1, t3)
+    assert isinstance(fit, ClockMap)
+    assert abs(fit.drift_ppm - truth.drift_ppm) < 5
+    assert abs(fit.to_local(fit.peer_ref_ns) - truth.local(fit.peer_ref_ns)) < 0.5 * MS
+
+
 def test_ntp_sample_matches_the_textbook() -> None:
     # RFC 5905: theta = ((t1 - t0) + (t2 - t3)) / 2, delta = (t3 - t0) - (t2 - t1).
     t0, t1, t2, t3 = 1_000, 51_000_000_500, 51_000_002_500, 9_000
