@@ -91,6 +91,10 @@ class Session:
         self.last_down_arrival_ns: int | None = None
         self.server_pairs: list[tuple[float, int]] = []
         self.probes: list[dict[str, Any]] = []
+        self.server_events: list[DownEvent] = []
+        self.down_log: list[
+            tuple[int, int, float | None, int]
+        ] = []  # (t_ns, play_ns, server_ts_ms, n)
         self.status = "pending"
         self.reason: str | None = None
         self._onset_detector: OnsetDetector | None = None
@@ -194,6 +198,16 @@ class Session:
             for t in self.plan.turns
             if t.speech_start_sample is not None
         }
+        marks: dict[int, list[tuple[str, int, int]]] = {}
+        for t in self.plan.turns:
+            for kind, sample in (
+                ("turn.start", t.speech_start_sample),
+                ("turn.end", t.speech_end_sample),
+            ):
+                if sample is not None:
+                    marks.setdefault(max(0, sample - (kind == "turn.end")) // n, []).append(
+                        (kind, t.index, sample)
+                    )
         silence = np.zeros(n, dtype=np.int16)
         while True:
             seq = pacer.next_seq
@@ -248,6 +262,9 @@ class Session:
             )
             if stall:
                 self.event("stall", t_sent, seq=seq, lateness_ns=timing.lateness_ns)
+            for kind, turn, sample in marks.get(seq, ()):
+                t_mark = t_sent + (sample - seq * n) * NS_PER_S // self.plan.sample_rate
+                self.event(kind, t_mark, turn=turn, sample=sample, frame_seq=seq)
             if seq in turn_starts:
                 self._on_user_turn_start(turn_starts[seq], t_sent)
             self._release_playback(t_sent)
@@ -324,6 +341,7 @@ class Session:
         self.last_down_arrival_ns = item.t_ns
         if item.server_ts_ms is not None:
             self.server_pairs.append((item.server_ts_ms, item.t_ns))
+        self.down_log.append((item.t_ns, play_ns, item.server_ts_ms, int(item.pcm.size)))
         off = self._onset_detector.feed(item.pcm, start)
         if off is not None:
             off_ns = off * NS_PER_S // item.sample_rate
@@ -370,6 +388,7 @@ class Session:
             data["server_ts_ms"] = item.server_ts_ms
         if item.kind == "probe_reply":
             self.probes.append({**data, "t3_ns": item.t_ns})
+        self.server_events.append(item)
         self.rec.event(EventRecord(f"server.{item.kind}", item.t_ns, data, "server"))
         self.publish("protocol", {"name": item.kind, "t_ns": item.t_ns})
 
@@ -414,6 +433,15 @@ class Session:
                 else self.pacer.timeline_ns(nxt.speech_start_sample)
             )
         responses = match_responses(user_ends, self.onsets, next_starts)
+        clock_fit: dict[str, Any] | None = None
+        try:
+            from rig.decompose import decompose_responses
+
+            responses, clock_fit = decompose_responses(responses, self)
+        except ImportError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+            clock_fit = {"error": f"{type(exc).__name__}: {exc}"}
         if self.status == "ok" and self.down_chunks == 0:
             self.status, self.reason = "no_audio", "the system sent no audio"
         last_deadline = self.pacer.deadline_ns(max(0, self.pacer.next_seq - 1))
@@ -440,6 +468,7 @@ class Session:
             },
             "onsets_play_ns": [o.play_ns for o in self.onsets],
             "responses": responses,
+            "clock_fit": clock_fit,
             "writer_backlog_high_water": self.rec.writer.high_water,
         }
         self.event("session.end", t_end, status=self.status, reason=self.reason)

@@ -51,15 +51,22 @@ class MonotonicClock:
 
 
 class FakeClock:
-    """A clock that moves only when told to; `sleep_until` jumps straight to the deadline.
+    """A clock that moves only when told to, or when every waiter is asleep.
 
-    Async code driven by a FakeClock runs virtual seconds in microseconds. Waiters are woken
-    in deadline order, so several tasks sleeping on one FakeClock interleave as they would in
-    real time.
+    `advance`/`set` move it by hand (sans-I/O tests). In async tests, `sleep_until` parks the
+    caller; once the other ready tasks have had their turn, time jumps to the earliest parked
+    deadline and that waiter wakes. Several tasks sleeping on one FakeClock therefore
+    interleave exactly as their deadlines say, and virtual seconds pass in microseconds.
     """
+
+    #: event-loop turns to let ready tasks run before time jumps
+    SETTLE_TURNS = 8
 
     def __init__(self, start_ns: int = 0) -> None:
         self._t_ns = start_ns
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._count = 0
+        self._advancer: asyncio.Task[None] | None = None
 
     def now_ns(self) -> int:
         return self._t_ns
@@ -76,7 +83,29 @@ class FakeClock:
         self._t_ns = t_ns
 
     async def sleep_until(self, t_ns: int) -> None:
-        # Yield first so other ready tasks with earlier deadlines run before time jumps.
-        await asyncio.sleep(0)
-        if t_ns > self._t_ns:
-            self._t_ns = t_ns
+        if t_ns <= self._t_ns:
+            await asyncio.sleep(0)
+            return
+        import heapq
+
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._count += 1
+        heapq.heappush(self._waiters, (t_ns, self._count, fut))
+        if self._advancer is None or self._advancer.done():
+            self._advancer = asyncio.get_running_loop().create_task(self._advance_loop())
+        await fut
+
+    async def _advance_loop(self) -> None:
+        import heapq
+
+        while self._waiters:
+            for _ in range(self.SETTLE_TURNS):
+                await asyncio.sleep(0)
+            if not self._waiters:
+                break
+            t_ns, _, fut = heapq.heappop(self._waiters)
+            if fut.cancelled():
+                continue
+            if t_ns > self._t_ns:
+                self._t_ns = t_ns
+            fut.set_result(None)

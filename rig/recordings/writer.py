@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -57,8 +57,10 @@ def write_json_atomic(path: str, obj: Any) -> None:
 @dataclass
 class _RolloutFiles:
     dir: str
-    chunks: TextIO
-    events: TextIO
+    chunks: BinaryIO
+    events: BinaryIO
+    chunk_lines: list[str]
+    event_lines: list[str]
     user: WavAppender
     system: WavAppender | None
 
@@ -147,8 +149,10 @@ class RecordingWriter:
             _, d, user_rate = item
             self._files[d] = _RolloutFiles(
                 d,
-                open(os.path.join(d, "chunks.jsonl"), "a", encoding="utf-8"),  # noqa: SIM115
-                open(os.path.join(d, "events.jsonl"), "a", encoding="utf-8"),  # noqa: SIM115
+                open(os.path.join(d, "chunks.jsonl"), "ab", buffering=0),  # noqa: SIM115
+                open(os.path.join(d, "events.jsonl"), "ab", buffering=0),  # noqa: SIM115
+                [],
+                [],
                 WavAppender(os.path.join(d, "user.wav"), user_rate),
                 None,
             )
@@ -157,9 +161,9 @@ class RecordingWriter:
         if files is None:
             return None
         if op == "chunk":
-            files.chunks.write(_json_line(item[2]))
+            files.chunk_lines.append(_json_line(item[2]))
         elif op == "event":
-            files.events.write(_json_line(item[2]))
+            files.event_lines.append(_json_line(item[2]))
         elif op == "user":
             files.user.append(item[2])
         elif op == "system":
@@ -188,16 +192,20 @@ class RecordingWriter:
         return files.system
 
     def _flush(self, files: _RolloutFiles) -> None:
-        files.chunks.flush()
-        files.events.flush()
+        # One unbuffered write per file per batch: whole lines reach the OS together, so a
+        # killed process leaves complete JSON lines behind.
+        for lines, f in ((files.chunk_lines, files.chunks), (files.event_lines, files.events)):
+            if lines:
+                f.write("".join(lines).encode("utf-8"))
+                lines.clear()
         files.user.flush()
         if files.system is not None:
             files.system.flush()
 
     def _close_files(self, files: _RolloutFiles) -> None:
+        self._flush(files)
         for f in (files.chunks, files.events):
             if not f.closed:
-                f.flush()
                 os.fsync(f.fileno())
                 f.close()
         files.user.close()
