@@ -159,8 +159,10 @@ async def test_pump_runs_on_the_injected_clock() -> None:
     bus = EventBus()
     async with Dashboard(bus, console=console, headless=True, clock=clock, refresh_hz=4) as dash:
         bus.publish(events.status("run7", "alpha", 0, "running"))
-        for _ in range(3):
-            await asyncio.sleep(0)  # FakeClock: each pump wait jumps 250 ms of virtual time
+        for _ in range(200):  # FakeClock jumps 250 ms whenever every task is waiting
+            if dash.snapshot.rollouts:
+                break
+            await asyncio.sleep(0)
         snap = dash.snapshot
         assert [r.state for r in snap.rollouts] == ["running"]
         assert snap.t_ns >= 250 * MS and snap.t_ns % (250 * MS) == 0

@@ -7,6 +7,7 @@ it that way so the audio loop never waits for rendering.
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -76,26 +77,25 @@ def fleet_table(snapshot: FleetSnapshot, max_rows: int = 30, detail: str | None 
     """One row per rollout, active ones first; rows beyond `max_rows` are summarised."""
     counts = " ".join(f"{k}={v}" for k, v in sorted(snapshot.state_counts.items()))
     title = f"rig · {', '.join(snapshot.run_ids) or 'no run yet'} · {counts or 'no rollouts'}"
-    table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
-    for name, justify in (
-        ("rollout", "left"),
-        ("target", "left"),
-        ("state", "left"),
-        ("elapsed", "right"),
-        ("late p50/p99 ms", "right"),
-        ("stalls", "right"),
-        ("RTT ms", "right"),
-        ("resp ms", "right"),
-        ("up dBFS", "right"),
-        ("down dBFS", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table = Table(
+        title=title + " · ms, dBFS",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("rollout", min_width=8, max_width=24, overflow="ellipsis")
+    table.add_column("target", min_width=6, max_width=28, overflow="ellipsis")
+    table.add_column("state", no_wrap=True, min_width=7)
+    for name in ("elapsed", "late p50/99", "stalls", "RTT", "resp", "up", "down"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     rows = sorted(snapshot.rollouts, key=lambda r: _ORDER.get(r.state, 5))
     for r in rows[:max_rows]:
         marker = "▶ " if r.rollout_id == detail else ""
         table.add_row(
             marker + r.rollout_id,
-            (r.target or "–")[:28],
+            r.target or "–",
             _state_text(r),
             _elapsed(r.elapsed_s),
             f"{_ms(r.lateness_p50_ms)}/{_ms(r.lateness_p99_ms)}",
