@@ -124,7 +124,10 @@ class Detection:
     peak_ratio: float
 
 
-def _refine(corr: Float64, peak: int, half_width: int = 16, factor: int = 32) -> float:
+_HALF_WIDTH = 16
+
+
+def _refine(corr: Float64, peak: int, half_width: int = _HALF_WIDTH, factor: int = 32) -> float:
     """Sub-sample peak: FFT-upsample the correlation around `peak`, parabola on the fine grid."""
     lo = max(0, peak - half_width)
     hi = min(len(corr), peak + half_width + 1)
@@ -165,8 +168,11 @@ def find_probe(
     seg = rec[start:stop]
     if len(seg) < len(probe):
         return None
-    corr = sps.correlate(seg, probe, mode="valid", method="fft")
-    mag = np.abs(corr)
+    # zero context on both sides so the sub-sample refinement has a full window at the edges
+    pad = 2 * _HALF_WIDTH
+    corr = sps.correlate(np.pad(seg, pad), probe, mode="valid", method="fft")
+    lags = slice(pad, pad + len(seg) - len(probe) + 1)  # probe wholly inside the window
+    mag = np.abs(corr[lags])
     peak = int(np.argmax(mag))
     if mag[peak] <= 0:
         return None
@@ -177,9 +183,9 @@ def find_probe(
     ratio = float(mag[peak] / runner_up) if runner_up > 0 else math.inf
     if ratio < min_peak_ratio:
         return None
-    sign = 1.0 if corr[peak] >= 0 else -1.0
-    pos = _refine(sign * corr, peak)
-    return Detection(position_frames=start + pos, peak_ratio=ratio)
+    sign = 1.0 if corr[pad + peak] >= 0 else -1.0
+    pos = _refine(sign * corr, pad + peak) - pad
+    return Detection(position_frames=float(start + pos), peak_ratio=ratio)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ class FrameClock:
         self.rate = rate
         self.window_frames = window_frames if window_frames is not None else rate // 4
         self._frames = np.array([s.frame for s in stamps], dtype=np.float64)
+        self._t_ns = np.array([s.t_ns for s in stamps], dtype=np.float64)
         ns_per_frame = NS_PER_S / rate
         self._offsets_ns = np.array(
             [s.t_ns - s.frame * ns_per_frame for s in stamps], dtype=np.float64
@@ -76,8 +77,9 @@ class FrameClock:
     def time_ns(self, frame: float) -> float:
         return self.offset_ns(frame) + frame * NS_PER_S / self.rate
 
-    def frame_at(self, t_ns: float, near_frame: float) -> float:
-        """The frame placed at `t_ns`, using the offsets around `near_frame`."""
+    def frame_at(self, t_ns: float) -> float:
+        """The frame placed at `t_ns`, using the offsets of the blocks stamped nearest to it."""
+        near_frame = float(self._frames[int(np.argmin(np.abs(self._t_ns - t_ns)))])
         return (t_ns - self.offset_ns(near_frame)) * self.rate / NS_PER_S
 
 
