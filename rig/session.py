@@ -99,7 +99,7 @@ class Session:
         self.reason: str | None = None
         self._onset_detector: OnsetDetector | None = None
         self._recv_error: BaseException | None = None
-        self._pending_truncate: int | None = None
+        self._pending_truncate: dict[str, Any] | None = None
 
     # --- telemetry ----------------------------------------------------------------------
 
@@ -198,6 +198,11 @@ class Session:
             for t in self.plan.turns
             if t.speech_start_sample is not None
         }
+        turn_ends = {
+            max(0, t.speech_end_sample - 1) // n: t.index
+            for t in self.plan.turns
+            if t.speech_end_sample is not None
+        }
         marks: dict[int, list[tuple[str, int, int]]] = {}
         for t in self.plan.turns:
             for kind, sample in (
@@ -230,7 +235,15 @@ class Session:
                 pcm = np.concatenate([pcm, silence[: n - pcm.size]])
             deadline = pacer.deadline_ns(seq)
             await self.clock.sleep_until(deadline)
-            t_sent = await self.transport.send_audio(pcm, seq, deadline)
+            if seq in turn_starts:  # before the frame: manual activity markers lead the audio
+                await self._send_control("turn_start", {"turn": turn_starts[seq]})
+            try:
+                t_sent = await self.transport.send_audio(pcm, seq, deadline)
+            except TransportError:
+                await asyncio.sleep(0)  # let the receive loop report a root cause first
+                if self._recv_error is not None:
+                    raise self._recv_error from None  # type: ignore[misc]
+                raise
             timing, stall = pacer.record(t_sent)
             self.send_ns.append(t_sent)
             self.lateness_ns.append(timing.lateness_ns)
@@ -267,6 +280,11 @@ class Session:
                 self.event(kind, t_mark, turn=turn, sample=sample, frame_seq=seq)
             if seq in turn_starts:
                 self._on_user_turn_start(turn_starts[seq], t_sent)
+                if self._pending_truncate is not None:
+                    pending, self._pending_truncate = self._pending_truncate, None
+                    await self._send_control("truncate", pending)
+            if seq in turn_ends:
+                await self._send_control("turn_end", {"turn": turn_ends[seq]})
             self._release_playback(t_sent)
 
     def _drained(self, t_ns: int, quiet_ns: int) -> bool:
@@ -294,7 +312,19 @@ class Session:
                 dropped_samples=dropped,
                 played_until_ms=played_ms,
             )
-            self._pending_truncate = dropped
+            # what the listener heard of the audio received so far: the dialect maps it onto
+            # the server's items (OpenAI `conversation.item.truncate` wants ms per item)
+            self._pending_truncate = {
+                "turn": turn,
+                "played_samples": self.down_samples - self.playback.truncated_samples,
+                "sample_rate": self.playback.sample_rate,
+                "dropped_samples": dropped,
+            }
+
+    async def _send_control(self, kind: str, data: dict[str, Any]) -> None:
+        """A control request to the system (dialects that have no use for it send nothing)."""
+        self.event(f"control.{kind}", self.clock.now_ns(), **data)
+        await self.transport.send_event(kind, data)
 
     def _release_playback(self, now_ns: int) -> None:
         if self.playback is None:
@@ -386,6 +416,8 @@ class Session:
         data = dict(item.data)
         if item.server_ts_ms is not None:
             data["server_ts_ms"] = item.server_ts_ms
+        if item.server_ts_ms is not None:  # every server time goes to the clock fit
+            self.server_pairs.append((item.server_ts_ms, item.t_ns))
         if item.kind == "probe_reply":
             self.probes.append({**data, "t3_ns": item.t_ns})
         self.server_events.append(item)

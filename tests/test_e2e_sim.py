@@ -1,0 +1,61 @@
+"""Real time, real loopback WebSocket, the reference system in another process."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rig.sim.truth import read_truth
+
+pytestmark = pytest.mark.realtime
+
+
+def _start_sim(tmp_path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    truth = str(tmp_path / "truth.jsonl")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rig", "sim", "--port", "0", "--truth-log", truth, *extra],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on" in line, line
+    return proc, line.split()[-1], truth
+
+
+def _run(tmp_path, url: str, *extra: str) -> tuple[int, dict]:
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "rig", "run", os.path.join("rig", "data", "turn_what.wav"),
+         "--target", url, "--out", str(out), "--run-id", "run", "--headless",
+         "--drain-quiet-s", "0.8", *extra],
+        capture_output=True, text=True, timeout=60,
+    )
+    d = out / "run" / "rollouts" / "turn_what"
+    metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
+    return r.returncode, metrics
+
+
+@pytest.mark.parametrize("speed", ["1", "0"])
+def test_latency_matches_ground_truth_within_5ms(tmp_path, speed: str) -> None:
+    proc, url, truth_path = _start_sim(
+        tmp_path, "--latency-ms", "300", "--endpoint-silence-ms", "400", "--reply-speed", speed,
+        "--reply-s", "0.6",
+    )
+    try:
+        code, m = _run(tmp_path, url)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert code == 0, m
+    truth = read_truth(truth_path)
+    end = next(t for t in truth if t["event"] == "speech_end")
+    first_chunk = next(t for t in truth if t["event"] == "reply_chunk")
+    true_latency_ms = (first_chunk["t_ns"] - end["audio_end_ns"]) / 1e6
+    (resp,) = m["responses"]
+    assert resp["latency_ms"] == pytest.approx(true_latency_ms, abs=5.0)
+    assert resp["latency_ms"] == pytest.approx(700, abs=40)  # 400 ms silence + 300 ms model
+    assert m["uplink"]["stalls"] == 0
