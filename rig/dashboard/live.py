@@ -5,7 +5,9 @@ its bus subscription into a `Reducer` in small slices (yielding between slices s
 loop keeps its deadlines) and swaps in a new frozen snapshot. rich's `Live` renders that
 snapshot from its own refresh thread, so the loop never formats a table. Headless mode
 (auto when the console is not a terminal) prints one plain line per status change and a
-summary line every `summary_every_s`. Keys n/p/q are read with `loop.add_reader` on a TTY
+summary line every `summary_every_s`. While the Live view runs, the interpreter's GIL switch
+interval is lowered (default 1 ms) so the render thread cannot delay the loop by more than
+that. Keys n/p/q are read with `loop.add_reader` on a TTY
 stdin in cbreak mode, never with a blocking read.
 
     async with Dashboard(bus, console=console, headless=None) as dash:
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -30,6 +33,7 @@ from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.snapshot import FleetSnapshot, Reducer, ReducerConfig
 
 DRAIN_SLICE = 512  # events reduced between two yields to the loop
+FREEZE_SLICE = 8  # rollouts frozen between two yields
 
 
 def status_line(ev: TelemetryEvent, since_ns: int) -> str:
@@ -80,6 +84,7 @@ class Dashboard:
         reducer_config: ReducerConfig | None = None,
         queue_size: int = 65536,
         stdin: TextIO | None = None,
+        switch_interval_s: float | None = 0.001,
     ) -> None:
         if refresh_hz <= 0:
             raise ValueError("refresh_hz must be positive")
@@ -96,6 +101,8 @@ class Dashboard:
         self._queue_size = queue_size
         self._stdin = stdin if stdin is not None else sys.stdin
         self._keys = keys
+        self._switch_interval_s = switch_interval_s
+        self._saved_switch_s: float | None = None
         self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._live: Live | None = None
@@ -126,6 +133,11 @@ class Dashboard:
         self._next_summary_ns = self._t0_ns + self.summary_every_ns
         self._snapshot = self.reducer.snapshot(self._t0_ns)
         if not self.headless:
+            if self._switch_interval_s is not None:
+                # rich renders in its own thread; a short GIL switch interval bounds how long
+                # that thread can keep the audio loop from waking at its deadline.
+                self._saved_switch_s = sys.getswitchinterval()
+                sys.setswitchinterval(self._switch_interval_s)
             self._live = Live(
                 get_renderable=self._renderable,
                 console=self.console,
@@ -155,6 +167,9 @@ class Dashboard:
         if self._live is not None:
             self._live.stop()  # prints the final frame
             self._live = None
+        if self._saved_switch_s is not None:
+            sys.setswitchinterval(self._saved_switch_s)
+            self._saved_switch_s = None
 
     # -- the pump ----------------------------------------------------------------------------
 
@@ -180,7 +195,14 @@ class Dashboard:
                 self._reduce(self._sub.drain(DRAIN_SLICE))
                 if len(self._sub) > 0:
                     await asyncio.sleep(0)
-            self._tick()
+            # Freeze a few rollouts at a time so a large fleet never holds the loop for long.
+            now = self.clock.now_ns()
+            parts = []
+            for i, part in enumerate(self.reducer.freeze_each(now, self._timelines())):
+                parts.append(part)
+                if i % FREEZE_SLICE == FREEZE_SLICE - 1:
+                    await asyncio.sleep(0)
+            self._publish_snapshot(self.reducer.assemble(now, parts))
 
     def _reduce(self, events: list[TelemetryEvent]) -> None:
         apply = self.reducer.apply
@@ -191,11 +213,22 @@ class Dashboard:
 
     def _tick(self) -> FleetSnapshot:
         now = self.clock.now_ns()
+        return self._publish_snapshot(self.reducer.snapshot(now, self._timelines()))
+
+    def _timelines(self) -> list[str] | None:
+        """Only the detailed rollout needs its activity strips (headless needs none)."""
+        if self.headless:
+            return []
+        chosen = pick_detail(self._snapshot, self.detail)
+        return [self.detail or "", chosen.rollout_id if chosen else ""]
+
+    def _publish_snapshot(self, snap: FleetSnapshot) -> FleetSnapshot:
         if self._sub is not None:
             self.reducer.dropped = self._sub.dropped
-        self._snapshot = snap = self.reducer.snapshot(now)
-        if self.headless and now >= self._next_summary_ns:
-            self._next_summary_ns = now + self.summary_every_ns
+            snap = replace(snap, events_dropped=self._sub.dropped)
+        self._snapshot = snap
+        if self.headless and snap.t_ns >= self._next_summary_ns:
+            self._next_summary_ns = snap.t_ns + self.summary_every_ns
             if snap.rollouts:
                 self.console.print(summary_line(snap, self._t0_ns), highlight=False)
         return snap

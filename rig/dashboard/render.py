@@ -53,6 +53,8 @@ def meter(level_dbfs: float | None, width: int = METER_WIDTH) -> Text:
 def strip(cells: tuple[bool, ...], style: str) -> Text:
     """The activity timeline: '█' where there was speech, '·' where not; newest on the right."""
     text = Text()
+    if not cells:
+        return Text("(next refresh)", style="dim")
     for on in cells:
         text.append("█" if on else "·", style=style if on else "dim")
     return text

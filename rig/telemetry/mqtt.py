@@ -37,6 +37,7 @@ from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
 
 PASSWORD_ENV = "RIG_MQTT_PASSWORD"
 MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
+SLICE = 256  # events handled between two yields to the loop
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -400,17 +401,22 @@ class MqttPublisher:
         )
 
     async def _send_pending(self, client: Any, force: bool = False) -> None:
+        # Work in slices with a yield in between: this task shares the loop with the audio.
         assert self._sub is not None
         now_ns = time.monotonic_ns()
-        for ev in self._sub.drain():
-            if ev.kind == "chunk":
-                self._coalescer.add(ev)
-                continue
-            if ev.kind == "status":
-                self._last_status[(ev.run_id, ev.rollout_id)] = ev
-            await self._publish(client, ev)
-        for batch in self._coalescer.flush(now_ns, force=force):
+        while len(self._sub) > 0:
+            for ev in self._sub.drain(SLICE):
+                if ev.kind == "chunk":
+                    self._coalescer.add(ev)
+                    continue
+                if ev.kind == "status":
+                    self._last_status[(ev.run_id, ev.rollout_id)] = ev
+                await self._publish(client, ev)
+            await asyncio.sleep(0)
+        for i, batch in enumerate(self._coalescer.flush(now_ns, force=force)):
             await self._publish(client, batch)
+            if i % 16 == 15:
+                await asyncio.sleep(0)
 
     async def _publish(self, client: Any, ev: TelemetryEvent) -> None:
         try:

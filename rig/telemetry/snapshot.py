@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ class RolloutSnapshot:
     down_level_dbfs: float | None
     up_speech: bool
     down_speech: bool
-    #: one bool per cell, oldest first: was there speech in that cell?
+    #: one bool per cell, oldest first: was there speech in that cell? () if not computed
     up_timeline: tuple[bool, ...]
     down_timeline: tuple[bool, ...]
     recent: tuple[RecentEvent, ...]
@@ -255,24 +256,39 @@ class Reducer:
 
     # -- snapshots ---------------------------------------------------------------------------
 
-    def snapshot(self, now_ns: int) -> FleetSnapshot:
-        """Freeze the current state as seen at `now_ns`."""
-        rollouts = tuple(self._freeze(r, now_ns) for r in self._rollouts.values())
+    def snapshot(self, now_ns: int, timelines: Iterable[str] | None = None) -> FleetSnapshot:
+        """Freeze the current state as seen at `now_ns`.
+
+        `timelines`: rollout ids whose activity strips are computed (None: all). The strips
+        are the costly part and only the detail panel shows them.
+        """
+        return self.assemble(now_ns, list(self.freeze_each(now_ns, timelines)))
+
+    def freeze_each(
+        self, now_ns: int, timelines: Iterable[str] | None = None
+    ) -> Iterator[RolloutSnapshot]:
+        """One frozen rollout at a time, so a caller on a busy loop can yield in between."""
+        wanted = None if timelines is None else frozenset(timelines)
+        for r in list(self._rollouts.values()):
+            yield self._freeze(r, now_ns, wanted is None or r.rollout_id in wanted)
+
+    def assemble(self, now_ns: int, rollouts: list[RolloutSnapshot]) -> FleetSnapshot:
+        """The fleet snapshot made of `rollouts` (from `freeze_each`)."""
         counts: dict[str, int] = {}
         for ro in rollouts:
             counts[ro.state] = counts.get(ro.state, 0) + 1
-        runs = tuple(dict.fromkeys(r.run_id for r in self._rollouts.values()))
+        runs = tuple(dict.fromkeys(r.run_id for r in rollouts))
         return FleetSnapshot(
             t_ns=now_ns,
             run_ids=runs,
-            rollouts=rollouts,
+            rollouts=tuple(rollouts),
             state_counts=counts,
             events_applied=self.applied,
             events_dropped=self.dropped,
             timeline_span_ns=self.config.timeline_span_ns,
         )
 
-    def _freeze(self, r: _Rollout, now_ns: int) -> RolloutSnapshot:
+    def _freeze(self, r: _Rollout, now_ns: int, strips: bool) -> RolloutSnapshot:
         cfg = self.config
         cutoff = now_ns - cfg.lateness_window_ns
         while r.lateness and r.lateness[0][0] <= cutoff:
@@ -306,8 +322,8 @@ class Reducer:
             down_level_dbfs=self._peak(r.down, now_ns),
             up_speech=r.up.speech,
             down_speech=r.down.speech,
-            up_timeline=self._strip(r.up, now_ns),
-            down_timeline=self._strip(r.down, now_ns),
+            up_timeline=self._strip(r.up, now_ns) if strips else (),
+            down_timeline=self._strip(r.down, now_ns) if strips else (),
             recent=tuple(r.recent),
         )
 
