@@ -36,8 +36,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--probe-interval-s",
         type=float,
-        default=0.0,
-        help="clock probes every N s (peers that answer them)",
+        default=0.5,
+        help="four-timestamp clock probes every N s, for the latency split (peers that do "
+        "not answer them ignore them; 0 = off; default 0.5)",
     )
 
 
@@ -66,6 +67,33 @@ def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]
     return make
 
 
+WEBRTC_SIGNALLING = {
+    "rig": "whip",
+    "raw": "whip",
+    "whip": "whip",
+    "openai": "openai",
+    "pipecat": "pipecat",
+}
+
+
+def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
+    """`--transport webrtc`: `--dialect` picks the signalling (rig/whip, openai, pipecat)."""
+    from rig.transports.webrtc import WebRtcTransport, get_signalling, target_host
+
+    if dialect not in WEBRTC_SIGNALLING:
+        raise ConfigError(
+            f"--transport webrtc takes --dialect {', '.join(WEBRTC_SIGNALLING)}, not {dialect!r}"
+        )
+
+    def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
+        sig = get_signalling(WEBRTC_SIGNALLING[dialect], url)
+        return WebRtcTransport(
+            sig, clock, uplink_rate=sample_rate, open_gate=gate, target_host=target_host(url)
+        )
+
+    return make
+
+
 def uplink_rate(dialect: str, requested: int | None) -> int:
     if dialect in ("rig", "raw"):
         return requested or 16_000
@@ -80,7 +108,7 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
-    if transport != "ws":
+    if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
     specs = []
     for rep in range(max(1, args.repeat)):
@@ -90,7 +118,9 @@ def build_specs(
                 RolloutSpec(
                     rid,
                     item.plan,
-                    ws_factory(target_url, dialect, item.plan.sample_rate, {}),
+                    webrtc_factory(target_url, dialect, item.plan.sample_rate)
+                    if transport == "webrtc"
+                    else ws_factory(target_url, dialect, item.plan.sample_rate, {}),
                     {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                     {**item.meta, "repeat": rep},
                     session_config(args, item.session),
@@ -100,14 +130,54 @@ def build_specs(
 
 
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
+    """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
+    return asyncio.run(_run_specs(args, specs, config))
+
+
+async def _run_specs(
+    args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
+) -> Runner:
+    from contextlib import AsyncExitStack
+
+    from rich.console import Console
+
+    from rig.clock.base import MonotonicClock
+    from rig.dashboard.live import Dashboard
+    from rig.telemetry.bus import EventBus
+    from rig.telemetry.session_bridge import session_publisher
+
+    clock = MonotonicClock()
+    bus = EventBus()
+    console = Console(stderr=True)
+    headless = bool(args.headless) or not console.is_terminal
     runner = Runner(
         args.out,
         run_id=args.run_id,
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
+        clock=clock,
         seed=args.seed,
-        config=config,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
+        config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
+        publish_factory=session_publisher(bus, "", clock),
+        progress=(lambda line: print(line, file=sys.stderr, flush=True)) if headless else None,
     )
-    asyncio.run(runner.run(specs))
+    runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+    async with AsyncExitStack() as stack:
+        if not headless:
+            # big fleets: refresh less often, the view must never cost the pacer
+            refresh_hz = 4.0 if len(specs) <= 10 else 2.0
+            await stack.enter_async_context(
+                Dashboard(
+                    bus,
+                    console=console,
+                    headless=False,
+                    detail=getattr(args, "detail", None),
+                    refresh_hz=refresh_hz,
+                )
+            )
+        if getattr(args, "mqtt", None):
+            from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
+
+            await stack.enter_async_context(MqttPublisher(bus, parse_mqtt_url(args.mqtt)))
+        await runner.run(specs)
     return runner
