@@ -238,14 +238,18 @@ class _Session:
         if kind == "probe":
             t1 = self.s.server_clock.ns(t)
             self.s.truth.write("probe", t, conn=self.conn, id=msg.get("id"))
-            fields = {"id": msg.get("id"), "t0_ns": msg.get("t0_ns"), "t1_server_ns": t1}
-            # t2 is read when the reply really leaves (after the downlink delay line)
-            self._send_later(
-                t,
-                lambda: rawpcm.encode_text(
-                    "probe_reply", **fields, t2_server_ns=self.s.server_clock.ns(self.now())
-                ),
+            # t2 is stamped as the reply enters the simulated downlink, like `server_ts_ms` on
+            # audio: the delay lines are the network, so their time belongs to the path (a t2
+            # read after the line would hide the downlink delay inside the server's hold).
+            t2 = self.s.server_clock.ns(self.now())
+            reply = rawpcm.encode_text(
+                "probe_reply",
+                id=msg.get("id"),
+                t0_ns=msg.get("t0_ns"),
+                t1_server_ns=t1,
+                t2_server_ns=t2,
             )
+            self._send_later(self.now(), lambda: reply)
         elif kind == "end":
             self.s.truth.write("client_end", t, conn=self.conn)
         else:

@@ -1,0 +1,353 @@
+"""Split each response's latency into uplink, model, downlink and local queueing.
+
+How this works
+--------------
+A response's latency (user speech end as sent -> system onset on the playback timeline) is
+cut at three more points, all on the shared clock:
+
+    P0 user speech end, as sent          (the rig's send log)
+    P1 its estimated arrival at server   P0 + uplink delay measured by probes near P0
+    P2 server-side response start        the onset chunk's `server_ts_ms` (else the
+                                         `response.start` event's), mapped by the clock fit
+    P3 arrival back at the rig           the onset chunk's arrival stamp
+    P4 playback start                    the onset on the listener's playback queue
+
+    uplink_ms = P1 - P0   model_ms = P2 - P1   downlink_ms = P3 - P2   queue_ms = P4 - P3
+
+so the four parts always add up to `latency_ms`.
+
+The clock fit: with four-timestamp probes (t0 sent, t1 server receive, t2 server send,
+t3 received) it is `fit_two_way(t2, t3, t0, t1)`: the server clock lies between the two
+one-way envelopes, and half their gap (half the minimum round trip) bounds the offset
+whatever the path asymmetry. Without probes only the server stamps on downlink messages
+remain, a one-way fit that cannot tell offset from delay: the network parts are then null
+with the fit's reason (refusing beats a made-up split).
+
+The uplink delay of the one audio frame that held the end of speech is not observable
+unless the server stamps that audio's arrival; each probe's uplink delay (map(t1) - t0) is,
+so P1 uses the median of the probes nearest in time, and their spread joins the error.
+`model_ms` = map(P2) - P0 - median(map(t1) - t0) does not depend on the fitted offset
+at all (it cancels), only on drift and on how well the probes represent that frame.
+
+Where the server reports its end of speech on the input-audio timeline (`audio_end_ms`,
+OpenAI style), that sample is mapped through the rig's send log to a send time, giving
+`speech_end_offset_ms` (server's end of speech minus the rig's, as sent), and, with the
+detection event's server stamp, `detect_ms` (endpointing wait, the first part of model_ms).
+
+Errors: uplink = fitted offset error + probe spread; model = probe spread + drift error
+times the distance; downlink = fitted offset error at P2; queue = 0 (one clock).
+Everything here is pure: the session hands in what it saw (`observations`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rig.clock.fit import fit_downlink, fit_two_way
+from rig.clock.mapping import NS_PER_MS, NS_PER_S, ClockMap, FitRefusal, refusal_reason
+from rig.clock.rtt import RttStats, RttSummary
+
+COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
+RESPONSE_START_KINDS = ("response.start",)
+#: probes nearest a response whose uplink delays estimate that response's uplink delay
+NEAREST_PROBES = 9
+FIT_MIN_SAMPLES = 6
+FIT_MIN_SPAN_NS = NS_PER_S
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One four-timestamp exchange: t0/t3 on the shared clock, t1/t2 on the server's."""
+
+    t0_ns: int
+    t1_peer_ns: int
+    t2_peer_ns: int
+    t3_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMark:
+    """A server event: its arrival here, its server stamp, any input-timeline position."""
+
+    kind: str
+    t_ns: int
+    server_ns: int | None
+    audio_end_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What a session saw that the decomposition needs (shared-clock ns unless named peer)."""
+
+    probes: tuple[Probe, ...]
+    down_pairs: tuple[tuple[int, int], ...]  # (server_ns, arrival_ns): audio and events
+    chunk_arrival_ns: tuple[int, ...]  # per downlink chunk, rig seq order
+    chunk_server_ns: tuple[int | None, ...]
+    marks: tuple[ServerMark, ...]
+    send_ns: tuple[int, ...]  # actual send time of uplink frame k
+    frame_samples: int
+    sample_rate: int
+    t0_ns: int  # pacer origin: the timeline for samples never sent
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClock:
+    """The rollout's server-clock fit and what the probes say about the path."""
+
+    fit: ClockMap | FitRefusal
+    source: str  # "probes" | "server_ts" | "none"
+    rtt: RttSummary
+    up_t0_ns: tuple[int, ...]  # per probe (split fits only): send time ...
+    up_delay_ns: tuple[int, ...]  # ... and uplink delay, map(t1) - t0
+    down_delay_ns: tuple[int, ...]  # downlink audio/event delays, arrival - map(server)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.fit.as_dict()
+        d["source"] = self.source
+        d["rtt"] = self.rtt.as_dict()
+        d["uplink_delay_ms"] = _spread_ms(self.up_delay_ns)
+        d["downlink_delay_ms"] = _spread_ms(self.down_delay_ns)
+        return d
+
+
+def ms_to_ns(ms: float) -> int:
+    return round(ms * NS_PER_MS)
+
+
+def _spread_ms(values_ns: Sequence[int]) -> dict[str, Any] | None:
+    if not values_ns:
+        return None
+    a = np.asarray(values_ns, dtype=np.float64) / NS_PER_MS
+    p5, p50, p95 = np.percentile(a, [5, 50, 95])
+    return {
+        "n": int(a.size),
+        "min": round(float(a.min()), 3),
+        "p5": round(float(p5), 3),
+        "p50": round(float(p50), 3),
+        "p95": round(float(p95), 3),
+        "max": round(float(a.max()), 3),
+    }
+
+
+# --- from a session ----------------------------------------------------------------------
+
+
+def observations(session: Any) -> Observations:
+    """Read what `rig.session.Session` recorded (duck-typed, so tests can pass any object)."""
+    probes: list[Probe] = []
+    for p in session.probes:
+        try:
+            probes.append(
+                Probe(
+                    int(p["t0_ns"]), int(p["t1_server_ns"]), int(p["t2_server_ns"]), int(p["t3_ns"])
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed reply is not an exchange
+    marks: list[ServerMark] = []
+    pairs: list[tuple[int, int]] = []
+    for ev in session.server_events:
+        if ev.kind == "probe_reply":
+            continue
+        server_ns = None if ev.server_ts_ms is None else ms_to_ns(ev.server_ts_ms)
+        end = ev.data.get("audio_end_ms")
+        marks.append(
+            ServerMark(
+                ev.kind, ev.t_ns, server_ns, float(end) if isinstance(end, int | float) else None
+            )
+        )
+        if server_ns is not None:
+            pairs.append((server_ns, ev.t_ns))
+    arrivals: list[int] = []
+    chunk_server: list[int | None] = []
+    for t_ns, _play_ns, ts_ms, _n in session.down_log:
+        arrivals.append(int(t_ns))
+        s_ns = None if ts_ms is None else ms_to_ns(ts_ms)
+        chunk_server.append(s_ns)
+        if s_ns is not None:
+            pairs.append((s_ns, int(t_ns)))
+    pacer = session.pacer
+    return Observations(
+        probes=tuple(probes),
+        down_pairs=tuple(pairs),
+        chunk_arrival_ns=tuple(arrivals),
+        chunk_server_ns=tuple(chunk_server),
+        marks=tuple(marks),
+        send_ns=tuple(session.send_ns),
+        frame_samples=int(pacer.config.frame_samples),
+        sample_rate=int(pacer.config.sample_rate),
+        t0_ns=int(pacer.t0_ns),
+    )
+
+
+def decompose_responses(
+    responses: list[dict[str, Any]], session: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The hook `Session._close` calls: responses with their split, and the clock fit."""
+    obs = observations(session)
+    clock = fit_clock(obs)
+    return [{**r, **decompose(r, obs, clock)} for r in responses], clock.as_dict()
+
+
+# --- the fit -------------------------------------------------------------------------------
+
+
+def fit_clock(
+    obs: Observations,
+    *,
+    min_samples: int = FIT_MIN_SAMPLES,
+    min_span_ns: int = FIT_MIN_SPAN_NS,
+) -> SessionClock:
+    """Two-way fit from the probes where there are any; else one-way from server stamps."""
+    fit: ClockMap | FitRefusal
+    rtt = RttStats("probe")
+    if obs.probes:
+        t0 = [p.t0_ns for p in obs.probes]
+        t1 = [p.t1_peer_ns for p in obs.probes]
+        t2 = [p.t2_peer_ns for p in obs.probes]
+        t3 = [p.t3_ns for p in obs.probes]
+        fit = fit_two_way(t2, t3, t0, t1, min_samples=min_samples, min_span_ns=min_span_ns)
+        source = "probes"
+        rate = fit.rate if isinstance(fit, ClockMap) else 1.0
+        for p in obs.probes:
+            rtt_ns = (p.t3_ns - p.t0_ns) - round((p.t2_peer_ns - p.t1_peer_ns) * rate)
+            if rtt_ns >= 0:
+                rtt.add(rtt_ns, p.t3_ns)
+    elif obs.down_pairs:
+        peer = [s for s, _ in obs.down_pairs]
+        local = [t for _, t in obs.down_pairs]
+        fit = fit_downlink(peer, local, min_samples=min_samples, min_span_ns=min_span_ns)
+        source = "server_ts"
+    else:
+        fit = FitRefusal("none", 0, "the system reported no server timestamps and no probes")
+        source = "none"
+    up_t0: list[int] = []
+    up_d: list[int] = []
+    down_d: list[int] = []
+    if isinstance(fit, ClockMap) and fit.split:
+        for p in obs.probes:
+            up_t0.append(p.t0_ns)
+            up_d.append(fit.to_local(p.t1_peer_ns) - p.t0_ns)
+        for s_ns, t_ns in obs.down_pairs:
+            down_d.append(t_ns - fit.to_local(s_ns))
+    return SessionClock(fit, source, rtt.summary(), tuple(up_t0), tuple(up_d), tuple(down_d))
+
+
+# --- one response ---------------------------------------------------------------------------
+
+
+def sent_ns_of_sample(obs: Observations, sample: int) -> int:
+    """When the rig sent input sample position `sample` (end-exclusive, like a speech end)."""
+    n = obs.frame_samples
+    k = max(0, (sample - 1) // n)
+    if 0 <= k < len(obs.send_ns):
+        return obs.send_ns[k] + (sample - k * n) * NS_PER_S // obs.sample_rate
+    return obs.t0_ns + sample * NS_PER_S // obs.sample_rate
+
+
+def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) -> dict[str, Any]:
+    """The split fields for one entry of `match_responses` (merged into it by the caller)."""
+    out: dict[str, Any] = {}
+    p0 = response.get("user_end_ns")
+    onset = response.get("onset_ns")
+    arrival = response.get("onset_arrival_ns")
+    fit = clock.fit
+    out["clock_method"] = fit.method
+    if p0 is None or onset is None or arrival is None:
+        why = response.get("reason") or "no system onset matched this turn"
+        return {**out, **_nulls(COMPONENTS, why)}
+    out["queue_ms"] = _ms(onset - arrival)
+    out["queue_err_ms"] = 0.0
+
+    window = _window(p0, arrival, obs)
+    stop = _first(window, SPEECH_STOPPED_KINDS)
+    if stop is not None and stop.audio_end_ms is not None:
+        end_sample = round(stop.audio_end_ms * obs.sample_rate / 1000)
+        out["speech_end_offset_ms"] = _ms(sent_ns_of_sample(obs, end_sample) - p0)
+
+    server_start, start_source = _server_start(response, window)
+    out["server_start_source"] = start_source
+    names = ("uplink_ms", "model_ms", "downlink_ms")
+    if server_start is None:
+        return {**out, **_nulls(names, "no server timestamp on the onset chunk or response start")}
+    why = refusal_reason(fit, need_split=True, need_drift=True)
+    if why is not None:
+        return {**out, **_nulls(names, why)}
+    assert isinstance(fit, ClockMap)
+    if not clock.up_delay_ns:
+        return {**out, **_nulls(names, "no probe uplink delays near this response")}
+
+    up_ns, spread_ns, ref_t1_local = _uplink_near(p0, clock)
+    drift_err = (fit.drift_err_ppm or 0.0) * 1e-6
+    p1 = p0 + up_ns
+    p2 = fit.to_local(server_start)
+    out["uplink_ms"] = _ms(up_ns)
+    out["uplink_err_ms"] = _err_ms(fit.local_err_ns(fit.to_peer(ref_t1_local)) + spread_ns)
+    out["model_ms"] = _ms(p2 - p1)
+    out["model_err_ms"] = _err_ms(spread_ns + drift_err * abs(p2 - ref_t1_local))
+    out["downlink_ms"] = _ms(arrival - p2)
+    out["downlink_err_ms"] = _err_ms(fit.local_err_ns(server_start))
+    if stop is not None and stop.server_ns is not None:
+        out["detect_ms"] = _ms(fit.to_local(stop.server_ns) - p1)
+    return out
+
+
+def _window(p0: int, arrival: int, obs: Observations) -> list[ServerMark]:
+    """Server events that arrived between the user's end and the onset's arrival."""
+    return [m for m in obs.marks if p0 <= m.t_ns <= arrival]
+
+
+def _first(marks: Sequence[ServerMark], kinds: Sequence[str]) -> ServerMark | None:
+    return next((m for m in marks if m.kind in kinds), None)
+
+
+def _server_start(
+    response: dict[str, Any], window: Sequence[ServerMark]
+) -> tuple[int | None, str | None]:
+    """Server time of the heard onset; else of the response start (includes any lead-in)."""
+    ts = response.get("onset_server_ts_ms")
+    if isinstance(ts, int | float):
+        return ms_to_ns(ts), "onset_chunk"
+    start = _first([m for m in window if m.server_ns is not None], RESPONSE_START_KINDS)
+    if start is not None:
+        return start.server_ns, start.kind
+    return None, None
+
+
+def _uplink_near(p0: int, clock: SessionClock) -> tuple[int, float, int]:
+    """Median uplink delay of the probes sent nearest P0, its spread, and their mid send.
+
+    Returns (delay_ns, spread_ns, local time of the probes' arrival at the server).
+    """
+    t0 = np.asarray(clock.up_t0_ns, dtype=np.int64)
+    d = np.asarray(clock.up_delay_ns, dtype=np.int64)
+    idx = np.argsort(np.abs(t0 - np.int64(p0)), kind="stable")[:NEAREST_PROBES]
+    near = d[idx]
+    med = int(np.median(near))
+    spread = float(np.max(np.abs(near - med))) if near.size > 1 else 0.0
+    mid_t1_local = int(np.median(t0[idx] + near))
+    return med, spread, mid_t1_local
+
+
+def _ms(ns: float) -> float:
+    return round(ns / NS_PER_MS, 3)
+
+
+def _err_ms(ns: float) -> float | None:
+    return round(ns / NS_PER_MS, 3) if math.isfinite(ns) else None
+
+
+def _nulls(names: Sequence[str], reason: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        base = name.removesuffix("_ms")
+        out[name] = None
+        out[f"{base}_err_ms"] = None
+        out[f"{base}_reason"] = reason
+    return out
