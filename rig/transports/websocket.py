@@ -150,6 +150,19 @@ class WebSocketTransport:
                 raise TransportError(f"closed during handshake: {exc}", code=_code(exc)) from exc
             t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
             self._pending.extend(self.dialect.decode(message, t_ns))
+            await self._flush_outgoing(ws)
+
+    async def _flush_outgoing(self, ws: StampedConnection) -> None:
+        """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
+        `response.create` once the server confirmed the commit). Optional dialect method."""
+        take = getattr(self.dialect, "take_outgoing", None)
+        if take is None:
+            return
+        try:
+            for msg in take():
+                await ws.send(msg)
+        except ConnectionClosed as exc:
+            raise TransportError(f"closed while answering: {exc}", code=_code(exc)) from exc
 
     def _require(self) -> StampedConnection:
         if self._ws is None:
@@ -205,6 +218,7 @@ class WebSocketTransport:
                 raise
             except (ValueError, KeyError, TypeError) as exc:
                 raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
+            await self._flush_outgoing(ws)
             for item in items:
                 yield item
 
