@@ -84,7 +84,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
-    p.add_argument("--transport", choices=["ws"], default="ws")
+    p.add_argument(
+        "--transport",
+        choices=["ws", "webrtc"],
+        default="ws",
+        help="webrtc: HTTP offer/answer at http://HOST:PORT/offer (and /api/offer), 48 kHz",
+    )
     add_sim_knobs(p)
 
 
@@ -92,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
     cfg, net, reply = sim_from_args(args)
 
     async def main() -> None:
-        server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
+        server: Any
+        if args.transport == "webrtc":
+            from rig.sim.webrtc_server import WebRtcSimServer
+
+            server = WebRtcSimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
+        else:
+            server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
         url = await server.start(args.host, args.port)
         print(f"rig sim listening on {url}", flush=True)
         stop = asyncio.Event()

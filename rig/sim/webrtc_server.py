@@ -1,0 +1,394 @@
+"""`rig sim --transport webrtc`: the reference system as a WebRTC peer (aiortc).
+
+Same brain (`SimEngine`), knobs, server clock and truth log as the WebSocket shell; only the
+media path differs. Signalling is a tiny HTTP/1.1 server on the given host (no aiohttp):
+
+    POST /offer       WHIP style: SDP offer body -> 201, SDP answer, Location: /session/<n>
+    POST /api/offer   Pipecat SmallWebRTC style: {"sdp", "type"} -> {"sdp", "type", "pc_id"}
+    DELETE /session/<n>
+
+Per connection:
+  uplink    every RTP packet is stamped where it leaves SRTP (the DTLS tap), decoded with the
+            sim's own Opus decoder right away (no jitter buffer: the "model" hears audio at
+            network arrival, as over WebSocket), held by the uplink delay line, then fed to
+            the engine. aiortc's own receiver still runs (for RTCP RR) and is drained.
+  downlink  a continuous 20 ms Opus stream on the sim's own absolute grid: frame k carries
+            the audio scheduled in [T0 + k*20 ms, T0 + (k+1)*20 ms) (silence when idle) and is
+            handed to aiortc at the end of that window. Reply chunks land in that timeline at
+            their due time (after the downlink delay line). The tap stamps each frame's RTP
+            packet on the wire; the first audible frame of a reply writes `reply_wire` to the
+            truth log: `onset_wire_ns` = frame wire time + onset offset inside the frame.
+Truth events: server_start, conn_open, recv_chunk, speech_start/_end, reply_scheduled,
+reply_start/_end/_cancel, reply_wire, rtcp_rtt (the sim's own RTT from the rig's RRs),
+conn_close. Everything runs at 48 kHz (Opus): the engine is configured at 48 kHz.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import av
+import numpy as np
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtp import RtpPacket
+
+from rig.audio.pcm import Pcm16
+from rig.clock.base import NS_PER_S, Clock, MonotonicClock
+from rig.sim.engine import SimConfig, SimEngine, Truth
+from rig.sim.netdelay import DelayLine
+from rig.sim.server import NetConfig, ServerClock
+from rig.sim.truth import TruthLog
+from rig.transports.webrtc.peer import PeerTap, gather_on, make_peer
+from rig.transports.webrtc.stats import RtcpLedger, rtp_diff
+from rig.transports.webrtc.track import OPUS_RATE, PushedAudioTrack
+
+FRAME_SAMPLES = 960
+FRAME_NS = FRAME_SAMPLES * NS_PER_S // OPUS_RATE
+
+
+class OpusPacketDecoder:
+    """Decode one Opus RTP payload at a time (48 kHz, mono out)."""
+
+    def __init__(self) -> None:
+        self.codec = av.CodecContext.create("libopus", "r")
+        self.codec.format = "s16"
+        self.codec.layout = "stereo"
+        self.codec.sample_rate = OPUS_RATE
+
+    def decode(self, payload: bytes) -> Pcm16:
+        out = []
+        for frame in self.codec.decode(av.Packet(payload)):
+            data = frame.to_ndarray().reshape(-1)
+            ch = len(frame.layout.channels)
+            out.append(data[::ch] if ch > 1 else data)
+        if not out:
+            return np.zeros(0, np.int16)
+        return np.ascontiguousarray(np.concatenate(out), dtype=np.int16)
+
+
+@dataclass
+class WebRtcSimState:
+    connections: int = 0
+    active: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class WebRtcSimServer:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        net: NetConfig | None = None,
+        *,
+        truth_log: str | None = None,
+        reply_audio: Pcm16 | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if cfg.sample_rate != OPUS_RATE:
+            cfg = dataclasses.replace(cfg, sample_rate=OPUS_RATE)
+        self.cfg = cfg
+        self.net = net or NetConfig()
+        self.clock = clock or MonotonicClock()
+        self.truth = TruthLog(truth_log)
+        self.reply_audio = reply_audio
+        self.server_clock = ServerClock(
+            self.clock.now_ns(), self.net.clock_offset_ms, self.net.clock_drift_ppm
+        )
+        self.state = WebRtcSimState()
+        self._ids = itertools.count(1)
+        self._server: asyncio.Server | None = None
+        self.sessions: dict[int, _RtcSession] = {}
+        self.host = "127.0.0.1"
+        self.port = 0
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self.host = host
+        self._server = await asyncio.start_server(self._http, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.truth.write(
+            "server_start",
+            self.clock.now_ns(),
+            config=self.cfg.as_dict(),
+            net=self.net.as_dict(),
+            host=host,
+            port=self.port,
+            transport="webrtc",
+            server_clock_epoch_ns=self.server_clock.epoch_ns,
+        )
+        return f"http://{host}:{self.port}/offer"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for s in list(self.sessions.values()):
+            await s.close()
+        self.truth.close()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {
+                k.strip().lower(): v.strip()
+                for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)
+            }
+            n = int(headers.get("content-length", "0"))
+            if n > 1 << 20:
+                raise ValueError("body too large")
+            body = await asyncio.wait_for(reader.readexactly(n), 10) if n else b""
+            status, ctype, out, extra = await self._route(method, path, body)
+        except (ValueError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            status, ctype, out, extra = 400, "text/plain", str(exc).encode(), {}
+        except Exception as exc:  # noqa: BLE001 - an HTTP 500, logged as a sim error
+            self.state.errors.append(f"{type(exc).__name__}: {exc}")
+            status, ctype, out, extra = 500, "text/plain", str(exc).encode(), {}
+        reason = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request"}.get(
+            status, "Error"
+        )
+        hdrs = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {ctype}"]
+        hdrs += [f"{k}: {v}" for k, v in extra.items()]
+        hdrs += [f"Content-Length: {len(out)}", "Connection: close", "", ""]
+        writer.write("\r\n".join(hdrs).encode("latin-1") + out)
+        with contextlib.suppress(OSError):
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+    async def _route(
+        self, method: str, path: str, body: bytes
+    ) -> tuple[int, str, bytes, dict[str, str]]:
+        if method == "POST" and path.split("?")[0] == "/offer":
+            conn, answer = await self._accept(body.decode("utf-8"))
+            return 201, "application/sdp", answer.encode(), {"Location": f"/session/{conn}"}
+        if method == "POST" and path.split("?")[0] == "/api/offer":
+            obj = json.loads(body)
+            conn, answer = await self._accept(str(obj["sdp"]))
+            out = json.dumps({"sdp": answer, "type": "answer", "pc_id": f"sim-{conn}"})
+            return 200, "application/json", out.encode(), {}
+        if method == "DELETE" and path.startswith("/session/"):
+            s = self.sessions.get(int(path.rsplit("/", 1)[1]))
+            if s is not None:
+                await s.close()
+            return 204, "text/plain", b"", {}
+        return 404, "text/plain", b"not found", {}
+
+    async def _accept(self, offer_sdp: str) -> tuple[int, str]:
+        conn = next(self._ids)
+        self.state.connections += 1
+        self.state.active += 1
+        session = _RtcSession(self, conn)
+        self.sessions[conn] = session
+        answer = await session.answer(offer_sdp)
+        return conn, answer
+
+
+class _RtcSession:
+    def __init__(self, server: WebRtcSimServer, conn: int) -> None:
+        self.s = server
+        self.conn = conn
+        rng = random.Random(server.net.seed * 1_000_003 + conn)
+        self.up_line = DelayLine(server.net.delay_up_ms, server.net.jitter_ms, rng)
+        self.down_line = DelayLine(server.net.delay_down_ms, server.net.jitter_ms, rng)
+        self.engine = SimEngine(server.cfg, server.reply_audio)
+        self.pc: RTCPeerConnection = make_peer([])
+        self.out = PushedAudioTrack()
+        self.ledger = RtcpLedger(OPUS_RATE)
+        self.tap = PeerTap(
+            self.ledger,
+            on_rtp_sent=self._on_rtp_sent,
+            on_rtp_received=self._on_rtp_received,
+            on_rtcp_events=self._on_rtcp,
+        )
+        self.decoder = OpusPacketDecoder()
+        self.up_q: asyncio.Queue[tuple[int, int, Pcm16, int] | None] = asyncio.Queue()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.closed = False
+        self.t_start_ns = 0
+        self.frames_out = 0
+        self.pending: list[tuple[int, Pcm16, int, int]] = []  # (sample, pcm, response, seq)
+        self.onset_frames: dict[int, tuple[int, int]] = {}  # frame -> (response, offset)
+        self.origin_ts: int | None = None
+        self.sender_ssrc: int | None = None
+        self.up_seq = 0
+        self.started = False
+        self._started: set[int] = set()
+
+    def now(self) -> int:
+        return self.s.clock.now_ns()
+
+    def sms(self, t_ns: int) -> float:
+        return self.s.server_clock.ms(t_ns)
+
+    async def answer(self, offer_sdp: str) -> str:
+        pc = self.pc
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            self.tasks.append(asyncio.create_task(self._drain(track)))
+
+        @pc.on("datachannel")
+        def on_channel(ch: Any) -> None:
+            @ch.on("message")  # type: ignore[untyped-decorator]
+            def on_message(message: str | bytes) -> None:
+                if isinstance(message, str) and message.startswith("ping"):
+                    return
+                self.s.truth.write("datachannel", self.now(), conn=self.conn, label=ch.label)
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            self.s.truth.write("pc_state", self.now(), conn=self.conn, state=pc.connectionState)
+            if pc.connectionState == "connected" and not self.started:
+                self.started = True
+                self._start()
+            elif pc.connectionState in ("failed", "closed"):
+                await self.close()
+
+        await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
+        pc.addTrack(self.out)
+        answer = await pc.createAnswer()
+        with gather_on([self.s.host]):
+            await pc.setLocalDescription(answer)
+        self.tap.attach_peer(pc)
+        for tr in pc.getTransceivers():
+            if tr.kind == "audio":
+                self.sender_ssrc = tr.sender._ssrc
+        self.s.truth.write("conn_open", self.now(), conn=self.conn, transport="webrtc")
+        return str(pc.localDescription.sdp)
+
+    def _start(self) -> None:
+        self.t_start_ns = self.now()
+        self.tasks.append(asyncio.create_task(self._uplink()))
+        self.tasks.append(asyncio.create_task(self._downlink()))
+
+    async def _drain(self, track: MediaStreamTrack) -> None:
+        with contextlib.suppress(MediaStreamError):
+            while True:
+                await track.recv()
+
+    # --- uplink ----------------------------------------------------------------------------
+
+    def _on_rtp_received(self, packet: RtpPacket, t_ns: int) -> None:
+        pcm = self.decoder.decode(packet.payload)
+        if pcm.size:
+            self.up_q.put_nowait((self.up_line.release_ns(t_ns), t_ns, pcm, packet.timestamp))
+
+    async def _uplink(self) -> None:
+        while True:
+            item = await self.up_q.get()
+            if item is None:
+                return
+            release, t_wire, pcm, rtp_ts = item
+            await self.s.clock.sleep_until(release)
+            t = self.now()
+            self.s.truth.write(
+                "recv_chunk",
+                t,
+                conn=self.conn,
+                seq=self.up_seq,
+                n_samples=int(pcm.size),
+                t_wire_ns=t_wire,
+                rtp_ts=rtp_ts,
+                server_ts_ms=self.sms(t),
+            )
+            self.up_seq += 1
+            for truth in self.engine.on_audio(pcm, t):
+                self._log(truth)
+
+    # --- downlink --------------------------------------------------------------------------
+
+    async def _downlink(self) -> None:
+        k = 0
+        while True:
+            t_tick = self.t_start_ns + (k + 1) * FRAME_NS
+            await self.s.clock.sleep_until(t_tick)
+            emits, truths = self.engine.poll(self.now())
+            for truth in truths:
+                self._log(truth)
+            for e in emits:
+                release = self.down_line.release_ns(e.t_ns)
+                sample = round((release - self.t_start_ns) * OPUS_RATE / NS_PER_S)
+                self.pending.append((sample, e.pcm, e.response, e.seq))
+            self.out.push(self._frame(k))
+            k += 1
+
+    def _frame(self, k: int) -> Pcm16:
+        """Mix the pending reply audio that falls in frame k; remember where replies start."""
+        lo, hi = k * FRAME_SAMPLES, (k + 1) * FRAME_SAMPLES
+        frame = np.zeros(FRAME_SAMPLES, np.int16)
+        keep: list[tuple[int, Pcm16, int, int]] = []
+        for sample, pcm, resp, seq in self.pending:
+            start = max(sample, lo)  # late chunks go out as soon as possible
+            if start >= hi:
+                keep.append((sample, pcm, resp, seq))
+                continue
+            n = min(pcm.size, hi - start)
+            frame[start - lo : start - lo + n] = pcm[:n]
+            if resp not in self._started and np.any(pcm[:n]):
+                self._started.add(resp)
+                loud = int(np.flatnonzero(pcm[:n])[0])
+                self.onset_frames[k] = (resp, start - lo + loud)
+            if n < pcm.size:
+                keep.append((start + n, pcm[n:], resp, seq))
+        self.pending = keep
+        return frame
+
+    def _on_rtp_sent(self, seq: int, rtp_ts: int, ssrc: int, t_ns: int) -> None:
+        if ssrc != self.sender_ssrc:
+            return
+        if self.origin_ts is None:
+            self.origin_ts = rtp_ts
+        k = rtp_diff(rtp_ts, self.origin_ts) // FRAME_SAMPLES
+        onset = self.onset_frames.pop(k, None)
+        if onset is not None:
+            resp, offset = onset
+            self.s.truth.write(
+                "reply_wire",
+                t_ns,
+                conn=self.conn,
+                response=resp,
+                frame=k,
+                offset_samples=offset,
+                frame_wire_ns=t_ns,
+                onset_wire_ns=t_ns + offset * NS_PER_S // OPUS_RATE,
+                frame_due_ns=self.t_start_ns + (k + 1) * FRAME_NS,
+            )
+
+    def _on_rtcp(self, events: list[tuple[str, dict[str, Any], float | None]], t_ns: int) -> None:
+        for kind, data, _ in events:
+            if kind == "rtcp.rr" and data.get("rtt_ms") is not None:
+                self.s.truth.write("rtcp_rtt", t_ns, conn=self.conn, rtt_ms=data["rtt_ms"])
+
+    def _log(self, truth: Truth) -> None:
+        self.s.truth.write(
+            truth.event, truth.t_ns, conn=self.conn, server_ts_ms=self.sms(truth.t_ns), **truth.data
+        )
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.up_q.put_nowait(None)
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.out.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.pc.close(), 5)
+        self.s.state.active -= 1
+        self.s.sessions.pop(self.conn, None)
+        self.s.truth.write("conn_close", self.now(), conn=self.conn)
