@@ -24,6 +24,11 @@ class OnsetDetector:
         self.gap_samples = round(gap_ms / 1000 * sample_rate)
         self._last_loud_end: int | None = None
 
+    @property
+    def last_loud_end_sample(self) -> int | None:
+        """End (exclusive) of the latest loud sample on the playback timeline."""
+        return self._last_loud_end
+
     def feed(self, pcm: Pcm16, start_sample: int) -> int | None:
         """Offset (samples into `pcm`) of a new segment's onset in this chunk, if any."""
         if pcm.size == 0:

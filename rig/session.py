@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from rig.audio.pcm import level_dbfs
 from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
+from rig.director import Director, Drain, Observation, TurnRecord, WaitQuiet, steps_from_plan
 from rig.errors import ProtocolError, RigError, TransportError
 from rig.metrics import Onset, lateness_summary, match_responses
 from rig.onset import OnsetDetector
@@ -77,7 +76,7 @@ class Session:
         self._publish = publish
         if plan.sample_rate != transport.uplink_rate:
             raise ValueError(
-                f"plan is at {plan.sample_rate} Hz but the transport wants {transport.uplink_rate} Hz"
+                f"plan is at {plan.sample_rate} Hz, the transport wants {transport.uplink_rate} Hz"
             )
         self.pacer_cfg = PacerConfig.from_ms(plan.sample_rate, self.cfg.frame_ms)
         self.pacer: Pacer | None = None
@@ -190,53 +189,39 @@ class Session:
         assert self.pacer is not None
         pacer = self.pacer
         n = self.pacer_cfg.frame_samples
-        plan_frames = math.ceil(len(self.plan.pcm) / n)
+        rate = self.plan.sample_rate
         max_frames = math.ceil(self.cfg.max_s * NS_PER_S / self.pacer_cfg.frame_ns)
-        quiet_ns = round(self.cfg.drain_quiet_s * NS_PER_S)
-        turn_starts = {
-            t.speech_start_sample // n: t.index
-            for t in self.plan.turns
-            if t.speech_start_sample is not None
-        }
-        turn_ends = {
-            max(0, t.speech_end_sample - 1) // n: t.index
-            for t in self.plan.turns
-            if t.speech_end_sample is not None
-        }
-        marks: dict[int, list[tuple[str, int, int]]] = {}
-        for t in self.plan.turns:
-            for kind, sample in (
-                ("turn.start", t.speech_start_sample),
-                ("turn.end", t.speech_end_sample),
-            ):
-                if sample is not None:
-                    marks.setdefault(max(0, sample - (kind == "turn.end")) // n, []).append(
-                        (kind, t.index, sample)
-                    )
-        silence = np.zeros(n, dtype=np.int16)
+        steps = self.plan.steps or [
+            *steps_from_plan(self.plan.pcm, self.plan.turns, rate),
+            Drain(self.cfg.drain_quiet_s, self.cfg.max_s),
+        ]
+        director = self.director = Director(
+            steps, rate, n, pacer.t0_ns, threshold_dbfs=self.cfg.onset_threshold_dbfs
+        )
+        barge_seen = 0
         while True:
             seq = pacer.next_seq
             if seq >= max_frames:
                 self.status = "timed_out"
                 self.reason = f"hard cap of {self.cfg.max_s} s reached"
                 return
-            if seq >= plan_frames and self._drained(pacer.deadline_ns(seq), quiet_ns):
-                self.status = "ok"
-                return
             if recv.done():
                 if self._recv_error is not None:
                     raise self._recv_error  # type: ignore[misc]
-                if seq >= plan_frames:
+                if director.done or self._only_drain_left(director):
                     self.status = "ok"
                     return
                 raise TransportError("the system closed the connection before the user finished")
-            pcm = self.plan.pcm[seq * n : (seq + 1) * n] if seq < plan_frames else silence
-            if pcm.size < n:
-                pcm = np.concatenate([pcm, silence[: n - pcm.size]])
             deadline = pacer.deadline_ns(seq)
             await self.clock.sleep_until(deadline)
-            if seq in turn_starts:  # before the frame: manual activity markers lead the audio
-                await self._send_control("turn_start", {"turn": turn_starts[seq]})
+            frame = director.next_frame(self._observe(deadline))
+            if frame is None:
+                self.status = "ok"
+                return
+            pcm, marks = frame
+            for mark in marks:  # manual activity markers lead the audio they mark
+                if mark.kind == "turn.start":
+                    await self._send_control("turn_start", {"turn": mark.data["turn"]})
             try:
                 t_sent = await self.transport.send_audio(pcm, seq, deadline)
             except TransportError:
@@ -251,14 +236,7 @@ class Session:
             self.rec.user_audio(pcm)
             self.rec.chunk(
                 ChunkRecord(
-                    "up",
-                    seq,
-                    n,
-                    self.plan.sample_rate,
-                    t_sent,
-                    deadline,
-                    timing.lateness_ns,
-                    level_dbfs=lvl,
+                    "up", seq, n, rate, t_sent, deadline, timing.lateness_ns, level_dbfs=lvl
                 )
             )
             self.publish(
@@ -275,26 +253,43 @@ class Session:
             )
             if stall:
                 self.event("stall", t_sent, seq=seq, lateness_ns=timing.lateness_ns)
-            for kind, turn, sample in marks.get(seq, ()):
-                t_mark = t_sent + (sample - seq * n) * NS_PER_S // self.plan.sample_rate
-                self.event(kind, t_mark, turn=turn, sample=sample, frame_seq=seq)
-            if seq in turn_starts:
-                self._on_user_turn_start(turn_starts[seq], t_sent)
+            for mark in marks:
+                if mark.kind == "step.start":
+                    continue
+                t_mark = t_sent + mark.offset * NS_PER_S // rate
+                self.event(
+                    mark.kind, t_mark, sample=seq * n + mark.offset, frame_seq=seq, **mark.data
+                )
+            while barge_seen < len(director.barge_ins):
+                at = director.barge_ins[barge_seen]
+                barge_seen += 1
+                turn = director.turns[-1].index if director.turns else -1
+                self._on_user_turn_start(turn, t_sent + (at - seq * n) * NS_PER_S // rate)
                 if self._pending_truncate is not None:
                     pending, self._pending_truncate = self._pending_truncate, None
                     await self._send_control("truncate", pending)
-            if seq in turn_ends:
-                await self._send_control("turn_end", {"turn": turn_ends[seq]})
+            for mark in marks:
+                if mark.kind == "turn.end":
+                    await self._send_control("turn_end", {"turn": mark.data["turn"]})
             self._release_playback(t_sent)
 
-    def _drained(self, t_ns: int, quiet_ns: int) -> bool:
-        """Plan done: stop once the listener has heard nothing for `quiet_ns`."""
-        if self.playback is not None and self.playback.busy_at(t_ns):
-            return False
-        last = self.playback.time_of(self.playback.end_sample) if self.playback else None
-        plan_end = self.pacer.timeline_ns(len(self.plan.pcm)) if self.pacer else t_ns
-        since = max(x for x in (last, plan_end) if x is not None)
-        return t_ns - since >= quiet_ns
+    @staticmethod
+    def _only_drain_left(director: Director) -> bool:
+        return all(isinstance(s, Drain | WaitQuiet) for s in director.steps[director.i :])
+
+    def _observe(self, t_ns: int) -> Observation:
+        """What a listener at the rig knows about the system at `t_ns` (playback clock)."""
+        pb, det = self.playback, self._onset_detector
+        if pb is None or det is None or det.last_loud_end_sample is None:
+            return Observation(t_ns, False, None, None, len(self.onsets))
+        loud_end = min(det.last_loud_end_sample, pb.end_sample)
+        return Observation(
+            t_ns,
+            loud_end > pb.index_of(t_ns),
+            pb.time_of(loud_end),
+            self.onsets[-1].play_ns if self.onsets else None,
+            len(self.onsets),
+        )
 
     def _on_user_turn_start(self, turn: int, t_ns: int) -> None:
         """The user starts speaking: if the system is still being heard, that is a barge-in."""
@@ -445,6 +440,14 @@ class Session:
             return self.send_ns[k] + offset * NS_PER_S // self.plan.sample_rate
         return self.pacer.timeline_ns(speech_end_sample)
 
+    def _turns(self) -> list[TurnRecord]:
+        """User turns actually played (injections and prefills are not timed as turns)."""
+        if self.director is None:
+            return []
+        return [
+            t for t in self.director.turns if t.role == "turn" and t.speech_end_sample is not None
+        ]
+
     def _close(self) -> dict[str, Any]:
         assert self.pacer is not None
         t_end = self.clock.now_ns()
@@ -454,7 +457,7 @@ class Session:
                 len(self.send_ns) * self.pacer_cfg.frame_ns * self.playback.sample_rate / NS_PER_S
             )
             self.rec.system_pad(self.playback.sample_rate, total)
-        turns = [t for t in self.plan.turns if t.speech_end_sample is not None]
+        turns = self._turns()
         user_ends = [(t.index, self.user_end_ns(t.speech_end_sample)) for t in turns]  # type: ignore[arg-type]
         next_starts: list[int | None] = []
         for i, _t in enumerate(turns):
@@ -476,7 +479,6 @@ class Session:
             clock_fit = {"error": f"{type(exc).__name__}: {exc}"}
         if self.status == "ok" and self.down_chunks == 0:
             self.status, self.reason = "no_audio", "the system sent no audio"
-        last_deadline = self.pacer.deadline_ns(max(0, self.pacer.next_seq - 1))
         metrics: dict[str, Any] = {
             "status": self.status,
             "reason": self.reason,
