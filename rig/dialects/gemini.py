@@ -1,0 +1,199 @@
+"""Gemini Live API (BidiGenerateContent over WebSocket), client side, sans-I/O.
+
+How this works:
+  open      one `setup` message (model, AUDIO response modality, and with activity="manual"
+            `realtimeInputConfig.automaticActivityDetection.disabled = true`)
+  ready     the server's `setupComplete`; no audio is sent before it
+  uplink    the session's PCM (any rate) goes through ONE stateful streaming resampler to
+            16 kHz, then `realtimeInput.audio` = {data: base64 PCM16, mimeType:
+            "audio/pcm;rate=16000"}; the send log keeps when each 16 kHz sample left
+  turns     manual mode: the session's `turn_start` / `turn_end` become
+            `realtimeInput.activityStart` / `activityEnd`; `end` sends `audioStreamEnd`
+  downlink  `serverContent.modelTurn.parts[].inlineData` audio (24 kHz PCM16) -> DownAudio;
+            `interrupted`, `turnComplete`, `generationComplete`, transcriptions, `goAway`,
+            `usageMetadata`, `toolCall` -> DownEvents. Gemini interrupts on its own when it
+            hears the user (`interrupted`), so there is no truncate request to send.
+Credentials: GEMINI_API_KEY or GOOGLE_API_KEY, sent as the `x-goog-api-key` header only.
+Gemini reports errors by closing the socket with a reason; the transport turns that into a
+transport error carrying the close code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
+from rig.dialects.base import Message
+from rig.dialects.resample import ResampleStream
+from rig.dialects.sendlog import SendLog
+from rig.errors import ConfigError, ProtocolError
+from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
+
+WIRE_IN_RATE = 16_000
+OUT_RATE = 24_000
+MIME_IN = f"audio/pcm;rate={WIRE_IN_RATE}"
+
+#: serverContent flags -> event kinds
+_FLAGS = {
+    "interrupted": "interrupted",
+    "turnComplete": "turn_complete",
+    "generationComplete": "generation_complete",
+    "waitingForInput": "waiting_for_input",
+}
+_TOP_LEVEL = {
+    "setupComplete": "setup_complete",
+    "goAway": "go_away",
+    "usageMetadata": "usage",
+    "toolCall": "tool_call",
+    "toolCallCancellation": "tool_call_cancellation",
+    "sessionResumptionUpdate": "session_resumption",
+}
+
+
+def rate_of(mime: object) -> int | None:
+    """16000 from 'audio/pcm;rate=16000' (None if the MIME type says no rate)."""
+    if not isinstance(mime, str) or not mime.startswith("audio/pcm"):
+        return None
+    for part in mime.split(";")[1:]:
+        k, _, v = part.strip().partition("=")
+        if k == "rate" and v.isdigit():
+            return int(v)
+    return None
+
+
+class GeminiDialect:
+    name = "gemini"
+    key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    default_url = (
+        "wss://generativelanguage.googleapis.com/ws/"
+        "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+    )
+
+    def __init__(
+        self,
+        *,
+        model: str = "models/gemini-live-2.5-flash-preview",
+        sample_rate: int = WIRE_IN_RATE,
+        activity: str = "auto",
+        voice: str | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        if activity not in ("auto", "manual"):
+            raise ConfigError(f"gemini: activity must be 'auto' or 'manual', not {activity!r}")
+        self.model = model
+        self.uplink_rate = sample_rate  # the session's rate; resampled to 16 kHz on the wire
+        self.downlink_rate = OUT_RATE
+        self.activity = activity
+        self.voice = voice
+        self.instructions = instructions
+        self.resampler = ResampleStream(sample_rate, WIRE_IN_RATE)
+        self.sendlog = SendLog(WIRE_IN_RATE)
+        self._ready = False
+
+    def headers(self) -> dict[str, str]:
+        key = env_secret(*self.key_env)
+        return {"x-goog-api-key": key} if key else {}
+
+    def setup(self) -> dict[str, Any]:
+        gen: dict[str, Any] = {"responseModalities": ["AUDIO"]}
+        if self.voice:
+            gen["speechConfig"] = {
+                "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.voice}}
+            }
+        s: dict[str, Any] = {"model": self.model, "generationConfig": gen}
+        if self.activity == "manual":
+            s["realtimeInputConfig"] = {"automaticActivityDetection": {"disabled": True}}
+        if self.instructions:
+            s["systemInstruction"] = {"parts": [{"text": self.instructions}]}
+        return {"setup": s}
+
+    def open_messages(self) -> list[Message]:
+        return [dumps(self.setup())]
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def encode_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int, t_now_ns: int) -> list[Message]:
+        wire = self.resampler.process(pcm)
+        self.sendlog.record(int(wire.size), t_now_ns)
+        if wire.size == 0:
+            return []  # the resampler is still filling its filter
+        return [
+            dumps({"realtimeInput": {"audio": {"data": pcm_to_b64(wire), "mimeType": MIME_IN}}})
+        ]
+
+    def encode_event(self, kind: str, data: dict[str, Any], t_now_ns: int) -> list[Message]:
+        if self.activity == "manual" and kind == "turn_start":
+            return [dumps({"realtimeInput": {"activityStart": {}}})]
+        if self.activity == "manual" and kind == "turn_end":
+            return [dumps({"realtimeInput": {"activityEnd": {}}})]
+        if kind == "end" and self.activity == "auto":
+            return [dumps({"realtimeInput": {"audioStreamEnd": True}})]
+        return []
+
+    def decode(self, message: Message, t_ns: int) -> list[Incoming]:
+        msg = load_object(message)  # Gemini sends its JSON in text or binary frames
+        out: list[Incoming] = []
+        for key, kind in _TOP_LEVEL.items():
+            if key in msg:
+                if key == "setupComplete":
+                    self._ready = True
+                out.append(DownEvent(kind, t_ns, scrub({key: msg[key]})))
+        content = msg.get("serverContent")
+        if content is not None:
+            if not isinstance(content, dict):
+                raise ProtocolError("gemini: serverContent is not an object", str(msg)[:200])
+            out.extend(self._content(content, t_ns) or [DownEvent("server_content", t_ns, {})])
+        if not out:
+            if "error" in msg:
+                raise ProtocolError(f"gemini server error: {msg['error']}", scrub(msg))
+            raise ProtocolError(
+                f"gemini: message with none of the known fields ({', '.join(msg)[:100]})",
+                str(msg)[:200],
+            )
+        return out
+
+    def _content(self, content: dict[str, Any], t_ns: int) -> list[Incoming]:
+        out: list[Incoming] = []
+        turn = content.get("modelTurn")
+        if isinstance(turn, dict):
+            for part in turn.get("parts") or []:
+                blob = part.get("inlineData") if isinstance(part, dict) else None
+                if isinstance(blob, dict):
+                    rate = rate_of(blob.get("mimeType")) or OUT_RATE
+                    out.append(DownAudio(b64_to_pcm(blob.get("data")), rate, t_ns, None, None))
+                elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                    out.append(DownEvent("text", t_ns, {"text": part["text"]}))
+        for key, kind in _FLAGS.items():
+            if content.get(key):
+                out.append(DownEvent(kind, t_ns, {}))
+        for key, kind in (
+            ("inputTranscription", "input_transcription"),
+            ("outputTranscription", "output_transcription"),
+        ):
+            if isinstance(content.get(key), dict):
+                out.append(DownEvent(kind, t_ns, {"text": content[key].get("text")}))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "session_rate": self.uplink_rate,
+            "wire_input": MIME_IN,
+            "resampler": (
+                None
+                if self.uplink_rate == WIRE_IN_RATE
+                else f"soxr stream {self.uplink_rate}->{WIRE_IN_RATE} {self.resampler.quality}"
+            ),
+            "resampler_delay_ms": round(self.resampler.delay_ms, 3),
+            "output_rate": OUT_RATE,
+            "activity": self.activity,
+            "voice": self.voice,
+            "credentials_from": "|".join(self.key_env),
+        }
+
+
+def create(**options: Any) -> GeminiDialect:
+    return GeminiDialect(**options)
