@@ -95,35 +95,46 @@ def machine() -> str:
     model = ""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if "Model name" in ln), "")
+        model = next(
+            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if "Model name" in ln), ""
+        )
     except OSError:
         pass
-    return f"{model or platform.processor()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, {platform.system()} {platform.release()}"
+    cpu = model or platform.processor()
+    py = sys.version.split()[0]
+    return f"{cpu}, {os.cpu_count()} cores, Python {py}, {platform.system()} {platform.release()}"
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--streams", type=int, nargs="+", default=[1, 50])
-    ap.add_argument("--methods", nargs="+",
-                    default=["deadline+timerfd", "deadline+asyncio", "naive sleep"])
+    ap.add_argument(
+        "--methods", nargs="+", default=["deadline+timerfd", "deadline+asyncio", "naive sleep"]
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     server = await serve(_sink, "127.0.0.1", 0, compression=None)
     url = f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}"
     results = []
     print(f"machine: {machine()}; {args.seconds:.0f} s of 20 ms frames per stream", flush=True)
-    print(f"{'streams':>7} {'method':<18} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'drift ms/h':>11}")
+    head = ("streams", "method", "p50 ms", "p99 ms", "max ms", "drift ms/h")
+    print(f"{head[0]:>7} {head[1]:<18} {head[2]:>8} {head[3]:>8} {head[4]:>8} {head[5]:>11}")
     for n in args.streams:
         for method in args.methods:
             r = await run_case(url, method, n, args.seconds)
             results.append({"streams": n, "method": method, **r})
-            print(f"{n:>7} {method:<18} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['max_ms']:>8.3f} "
-                  f"{r['drift_ms_per_hour']:>11.1f}", flush=True)
+            print(
+                f"{n:>7} {method:<18} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['max_ms']:>8.3f} "
+                f"{r['drift_ms_per_hour']:>11.1f}",
+                flush=True,
+            )
     server.close()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "seconds": args.seconds, "results": results}, f, indent=2)
+        with open(args.json, "w") as f:  # noqa: ASYNC230 - after the measurement
+            json.dump(
+                {"machine": machine(), "seconds": args.seconds, "results": results}, f, indent=2
+            )
 
 
 if __name__ == "__main__":

@@ -120,6 +120,7 @@ class Director:
         self.turns: list[TurnRecord] = []
         self.barge_ins: list[int] = []  # sample positions where a Play asked for truncation
         self._bounds: dict[int, tuple[int, int] | None] = {}
+        self._release: dict[str, Any] = {}
 
     @property
     def done(self) -> bool:
@@ -272,12 +273,12 @@ class Director:
         return True
 
     def _end_step(self, step: Step, filled: int, marks: list[Mark]) -> None:
-        release = getattr(self, "_release", None)
-        if isinstance(step, WaitQuiet | WaitOnset) and release is not None:
+        release = self._release
+        if isinstance(step, WaitQuiet | WaitOnset) and release:
             marks.append(Mark("release", filled, release))
-        if isinstance(step, Drain) and release is not None:
+        if isinstance(step, Drain) and release:
             marks.append(Mark("drain.end", filled, release))
-        self._release = None
+        self._release = {}
         self.i += 1
         self.pos = 0
         self.step_start_ns = None

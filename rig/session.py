@@ -207,7 +207,7 @@ class Session:
                 return
             if recv.done():
                 if self._recv_error is not None:
-                    raise self._recv_error  # type: ignore[misc]
+                    raise self._recv_error
                 if director.done or self._only_drain_left(director):
                     self.status = "ok"
                     return
@@ -227,7 +227,7 @@ class Session:
             except TransportError:
                 await asyncio.sleep(0)  # let the receive loop report a root cause first
                 if self._recv_error is not None:
-                    raise self._recv_error from None  # type: ignore[misc]
+                    raise self._recv_error from None
                 raise
             timing, stall = pacer.record(t_sent)
             self.send_ns.append(t_sent)
@@ -339,7 +339,10 @@ class Session:
         except RigError as exc:
             self._recv_error = exc
             self.event(
-                "transport.error", self.clock.now_ns(), reason=str(exc), kind=type(exc).__name__
+                "transport.error",
+                self.clock.now_ns(),
+                reason=str(exc),
+                error_type=type(exc).__name__,
             )
         except Exception as exc:  # noqa: BLE001 - recorded as a rollout error, not a crash
             self._recv_error = exc

@@ -38,15 +38,23 @@ async def _never_ready(ws) -> None:
 
 
 def _spec(rid: str, url: str) -> RolloutSpec:
-    plan = PlanBuilder(16_000).add_silence(0.2).add_turn(tone(300, 0.6, 16_000)).add_silence(0.8).build()
+    plan = (
+        PlanBuilder(16_000)
+        .add_silence(0.2)
+        .add_turn(tone(300, 0.6, 16_000))
+        .add_silence(0.8)
+        .build()
+    )
 
     def make(clock, gate):
-        t = WebSocketTransport(url, RawPcmDialect(16_000), clock, open_gate=gate,
-                               ready_timeout_s=1.0, retries=0)
+        t = WebSocketTransport(
+            url, RawPcmDialect(16_000), clock, open_gate=gate, ready_timeout_s=1.0, retries=0
+        )
         return t
 
-    return RolloutSpec(rid, plan, make, {"url": url}, {"item": rid},
-                       SessionConfig(drain_quiet_s=0.4, max_s=10))
+    return RolloutSpec(
+        rid, plan, make, {"url": url}, {"item": rid}, SessionConfig(drain_quiet_s=0.4, max_s=10)
+    )
 
 
 async def test_one_bad_rollout_never_takes_down_the_others(tmp_path) -> None:

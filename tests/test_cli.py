@@ -8,8 +8,9 @@ from rig.recordings.manifest import redact, redact_argv
 
 
 def rig(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rig", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.realtime
@@ -18,8 +19,18 @@ def test_demo_headless_writes_the_run_directory_contract(tmp_path) -> None:
     assert r.returncode == 0, r.stderr + r.stdout
     run = tmp_path / "demo"
     manifest = json.loads((run / "manifest.json").read_text())
-    for key in ("rig_version", "git_sha", "python", "libraries", "host", "seed", "started_utc",
-                "ended_utc", "config", "status_counts"):
+    for key in (
+        "rig_version",
+        "git_sha",
+        "python",
+        "libraries",
+        "host",
+        "seed",
+        "started_utc",
+        "ended_utc",
+        "config",
+        "status_counts",
+    ):
         assert key in manifest
     assert manifest["status_counts"] == {"ok": 3}
     assert manifest["config"]["sim"]["latency_ms"] == 400.0
@@ -37,7 +48,9 @@ def test_demo_headless_writes_the_run_directory_contract(tmp_path) -> None:
 
 
 def test_missing_scenario_file_is_a_clear_error(tmp_path) -> None:
-    r = rig("run", str(tmp_path / "nope.wav"), "--target", "ws://127.0.0.1:9", "--out", str(tmp_path))
+    r = rig(
+        "run", str(tmp_path / "nope.wav"), "--target", "ws://127.0.0.1:9", "--out", str(tmp_path)
+    )
     assert r.returncode == 1
     assert "nope.wav" in r.stderr and "no such file" in r.stderr
     assert "Traceback" not in r.stderr
@@ -51,9 +64,15 @@ def test_unknown_dialect_and_builtin_are_clear_errors(tmp_path) -> None:
 
 
 def test_secrets_are_redacted() -> None:
-    cfg = {"api_key": "sk-123", "url": "wss://user:pw@host/path?token=abc", "nested": [{"Authorization": "Bearer x"}]}
+    cfg = {
+        "api_key": "sk-123",
+        "url": "wss://user:pw@host/path?token=abc",
+        "nested": [{"Authorization": "Bearer x"}],
+    }
     red = json.dumps(redact(cfg))
     assert "sk-123" not in red and "pw" not in red and "abc" not in red and "Bearer" not in red
     assert "host/path" in red
-    argv = redact_argv(["rig", "run", "--api-key", "sk-1", "--token=abc", "--target", "ws://a:b@h/"])
+    argv = redact_argv(
+        ["rig", "run", "--api-key", "sk-1", "--token=abc", "--target", "ws://a:b@h/"]
+    )
     assert "sk-1" not in argv and "--token=abc" not in argv and "ws://h/" in argv

@@ -18,18 +18,44 @@ pytestmark = pytest.mark.realtime
 
 def test_sigkill_mid_stream_keeps_everything_up_to_the_last_second(tmp_path) -> None:
     sim = subprocess.Popen(
-        [sys.executable, "-m", "rig", "sim", "--port", "0", "--latency-ms", "100",
-         "--endpoint-silence-ms", "300", "--reply-s", "3"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rig",
+            "sim",
+            "--port",
+            "0",
+            "--latency-ms",
+            "100",
+            "--endpoint-silence-ms",
+            "300",
+            "--reply-s",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert sim.stdout is not None
     url = sim.stdout.readline().split()[-1]
     out = tmp_path / "out"
     try:
         run = subprocess.Popen(
-            [sys.executable, "-m", "rig", "run", os.path.join("rig", "data", "turn_what.wav"),
-             "--target", url, "--out", str(out), "--run-id", "k", "--headless"],
-            stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "rig",
+                "run",
+                os.path.join("rig", "data", "turn_what.wav"),
+                "--target",
+                url,
+                "--out",
+                str(out),
+                "--run-id",
+                "k",
+                "--headless",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert run.stderr is not None
         assert "start" in run.stderr.readline()

@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -29,10 +28,26 @@ def _start_sim(tmp_path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
 def _run(tmp_path, url: str, *extra: str) -> tuple[int, dict]:
     out = tmp_path / "out"
     r = subprocess.run(
-        [sys.executable, "-m", "rig", "run", os.path.join("rig", "data", "turn_what.wav"),
-         "--target", url, "--out", str(out), "--run-id", "run", "--headless",
-         "--drain-quiet-s", "0.8", *extra],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "rig",
+            "run",
+            os.path.join("rig", "data", "turn_what.wav"),
+            "--target",
+            url,
+            "--out",
+            str(out),
+            "--run-id",
+            "run",
+            "--headless",
+            "--drain-quiet-s",
+            "0.8",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     d = out / "run" / "rollouts" / "turn_what"
     metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
@@ -42,8 +57,15 @@ def _run(tmp_path, url: str, *extra: str) -> tuple[int, dict]:
 @pytest.mark.parametrize("speed", ["1", "0"])
 def test_latency_matches_ground_truth_within_5ms(tmp_path, speed: str) -> None:
     proc, url, truth_path = _start_sim(
-        tmp_path, "--latency-ms", "300", "--endpoint-silence-ms", "400", "--reply-speed", speed,
-        "--reply-s", "0.6",
+        tmp_path,
+        "--latency-ms",
+        "300",
+        "--endpoint-silence-ms",
+        "400",
+        "--reply-speed",
+        speed,
+        "--reply-s",
+        "0.6",
     )
     try:
         code, m = _run(tmp_path, url)

@@ -10,7 +10,9 @@ from rig.placement import PlaybackQueue
         st.tuples(st.integers(0, 5_000_000_000), st.integers(1, 4000)), min_size=1, max_size=40
     )
 )
-def test_playback_is_monotone_gapless_and_never_before_arrival(chunks: list[tuple[int, int]]) -> None:
+def test_playback_is_monotone_gapless_and_never_before_arrival(
+    chunks: list[tuple[int, int]],
+) -> None:
     q = PlaybackQueue(t0_ns=0, sample_rate=16_000)
     prev_end = 0
     for arrival, n in sorted(chunks):

@@ -6,13 +6,13 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
+from rig.dialects.rawpcm import RawPcmDialect
 from rig.plan import PlanBuilder
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import SimServer
-from rig.dialects.rawpcm import RawPcmDialect
 from rig.transports.websocket import WebSocketTransport
 
 pytestmark = pytest.mark.realtime
@@ -24,7 +24,13 @@ async def test_writer_that_sleeps_does_not_make_frames_late(tmp_path) -> None:
     clock = MonotonicClock()
     writer = RecordingWriter(write_delay_s=0.01)  # 10 ms per record: 2x slower than real time
     writer.start()
-    plan = PlanBuilder(16_000).add_silence(0.2).add_turn(tone(300, 1.0, 16_000)).add_silence(1.0).build()
+    plan = (
+        PlanBuilder(16_000)
+        .add_silence(0.2)
+        .add_turn(tone(300, 1.0, 16_000))
+        .add_silence(1.0)
+        .build()
+    )
     rec = writer.rollout(str(tmp_path / "r"), 16_000)
     transport = WebSocketTransport(url, RawPcmDialect(16_000), clock)
     session = Session("r", transport, plan, rec, clock, SessionConfig(drain_quiet_s=0.5))

@@ -17,8 +17,13 @@ def _sine(rate: int, seconds: float, channels: int = 1) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("rate", "channels", "subtype"),
-    [(16000, 1, "PCM_16"), (44100, 2, "PCM_24"), (48000, 1, "FLOAT"), (8000, 1, "PCM_U8"),
-     (22050, 6, "PCM_32")],
+    [
+        (16000, 1, "PCM_16"),
+        (44100, 2, "PCM_24"),
+        (48000, 1, "FLOAT"),
+        (8000, 1, "PCM_U8"),
+        (22050, 6, "PCM_32"),
+    ],
 )
 def test_any_common_wav_is_converted_and_the_conversion_recorded(
     tmp_path, rate: int, channels: int, subtype: str

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rig", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"rig {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
+    for module_name in COMMANDS.values():
         try:
             module = importlib.import_module(f"rig.cli.{module_name}")
         except ModuleNotFoundError as exc:

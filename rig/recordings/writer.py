@@ -156,7 +156,7 @@ class RecordingWriter:
                 WavAppender(os.path.join(d, "user.wav"), user_rate),
                 None,
             )
-            return d
+            return str(d)
         files = self._files.get(key)
         if files is None:
             return None
@@ -184,7 +184,7 @@ class RecordingWriter:
             self._close_files(files)
             del self._files[key]
             return None
-        return key
+        return str(key)
 
     def _system(self, files: _RolloutFiles, rate: int) -> WavAppender:
         if files.system is None:

@@ -68,5 +68,6 @@ def resolve(
     if spec.lower().endswith((".toml", ".json")):
         from rig.scenarios.fileformat import load_scenario_file  # the scenario format
 
-        return load_scenario_file(spec, sample_rate)
+        items: list[ScenarioItem] = load_scenario_file(spec, sample_rate)
+        return items
     raise ScenarioError(spec, "not a WAV file, scenario file (.toml/.json) or builtin:NAME")

@@ -77,8 +77,8 @@ def make_reply(cfg: SimConfig, audio: Pcm16 | None = None) -> Pcm16:
     if cfg.reply_gap_ms > 0:
         gap = round(cfg.reply_gap_ms / 1000 * cfg.sample_rate)
         half = n // 2
-        x = np.concatenate([x[:half], np.zeros(gap, np.int16), x[half:]])
-    return x
+        x = np.concatenate([x[:half], np.zeros(gap, np.int16), x[half:]]).astype(np.int16)
+    return np.asarray(x, dtype=np.int16)
 
 
 class SimEngine:

@@ -313,7 +313,7 @@ class _Session:
                 data = rawpcm.encode_audio(e.pcm, e.seq, self.sms(e.t_ns), self.framing)
                 self._send_later(
                     e.t_ns,
-                    lambda data=data: data,
+                    _const(data),
                     {
                         "event": "reply_chunk",
                         "seq": e.seq,
@@ -347,6 +347,10 @@ class _Session:
             if truth is not None:
                 event = truth.pop("event")
                 self.s.truth.write(event, self.now(), conn=self.conn, **truth)
+
+
+def _const(data: bytes) -> Callable[[], str | bytes]:
+    return lambda: data
 
 
 class SimThread:

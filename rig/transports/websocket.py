@@ -121,7 +121,7 @@ class WebSocketTransport:
 
     async def _connect(self) -> None:
         self._ws = await asyncio.wait_for(
-            connect(
+            connect(  # type: ignore[arg-type]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
                 create_connection=StampedConnection,
