@@ -25,7 +25,8 @@ with the fit's reason (refusing beats a made-up split).
 
 The uplink delay of the one audio frame that held the end of speech is not observable
 unless the server stamps that audio's arrival; each probe's uplink delay (map(t1) - t0) is,
-so P1 uses the median of the probes nearest in time, and their spread joins the error.
+so P1 uses the median of the probes nearest in time, and their range joins the error (it
+covers the frame whenever its delay lay within what those probes saw).
 `model_ms` = map(P2) - P0 - median(map(t1) - t0) does not depend on the fitted offset
 at all (it cancels), only on drift and on how well the probes represent that frame.
 
@@ -48,8 +49,15 @@ from typing import Any
 
 import numpy as np
 
-from rig.clock.fit import fit_downlink, fit_two_way
-from rig.clock.mapping import NS_PER_MS, NS_PER_S, ClockMap, FitRefusal, refusal_reason
+from rig.clock.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
+from rig.clock.mapping import (
+    NS_PER_MS,
+    NS_PER_S,
+    ClockMap,
+    FitRefusal,
+    join_reasons,
+    refusal_reason,
+)
 from rig.clock.rtt import RttStats, RttSummary
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
@@ -59,6 +67,8 @@ RESPONSE_START_KINDS = ("response.start",)
 NEAREST_PROBES = 9
 FIT_MIN_SAMPLES = 6
 FIT_MIN_SPAN_NS = NS_PER_S
+#: two-way envelopes crossing by less than this are stamp rounding, not a broken clock
+CROSS_TOLERANCE_NS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +121,9 @@ class SessionClock:
         d = self.fit.as_dict()
         d["source"] = self.source
         d["rtt"] = self.rtt.as_dict()
-        d["uplink_delay_ms"] = _spread_ms(self.up_delay_ns)
+        d["uplink_delay_ms"] = (
+            _spread_ms(self.up_delay_ns) if split_reason(self.fit) is None else None
+        )
         d["downlink_delay_ms"] = _spread_ms(self.down_delay_ns)
         return d
 
@@ -217,8 +229,8 @@ def fit_clock(
         rate = fit.rate if isinstance(fit, ClockMap) else 1.0
         for p in obs.probes:
             rtt_ns = (p.t3_ns - p.t0_ns) - round((p.t2_peer_ns - p.t1_peer_ns) * rate)
-            if rtt_ns >= 0:
-                rtt.add(rtt_ns, p.t3_ns)
+            if rtt_ns >= -CROSS_TOLERANCE_NS:  # a hair below 0 is rounding of the hold
+                rtt.add(max(0, rtt_ns), p.t3_ns)
     elif obs.down_pairs:
         peer = [s for s, _ in obs.down_pairs]
         local = [t for _, t in obs.down_pairs]
@@ -230,12 +242,14 @@ def fit_clock(
     up_t0: list[int] = []
     up_d: list[int] = []
     down_d: list[int] = []
-    if isinstance(fit, ClockMap) and fit.split:
+    if isinstance(fit, ClockMap):
+        # kept even without a split: model time needs them, and their offset cancels there
         for p in obs.probes:
             up_t0.append(p.t0_ns)
             up_d.append(fit.to_local(p.t1_peer_ns) - p.t0_ns)
-        for s_ns, t_ns in obs.down_pairs:
-            down_d.append(t_ns - fit.to_local(s_ns))
+        if split_reason(fit) is None:
+            for s_ns, t_ns in obs.down_pairs:
+                down_d.append(t_ns - fit.to_local(s_ns))
     return SessionClock(fit, source, rtt.summary(), tuple(up_t0), tuple(up_d), tuple(down_d))
 
 
@@ -276,26 +290,60 @@ def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) 
     names = ("uplink_ms", "model_ms", "downlink_ms")
     if server_start is None:
         return {**out, **_nulls(names, "no server timestamp on the onset chunk or response start")}
-    why = refusal_reason(fit, need_split=True, need_drift=True)
-    if why is not None:
-        return {**out, **_nulls(names, why)}
-    assert isinstance(fit, ClockMap)
-    if not clock.up_delay_ns:
-        return {**out, **_nulls(names, "no probe uplink delays near this response")}
-
-    up_ns, spread_ns, ref_t1_local = _uplink_near(p0, clock)
+    split_why = split_reason(fit)
+    model_why = refusal_reason(fit, need_split=False, need_drift=True)
+    no_probes = join_reasons(
+        "no four-timestamp probes: the server's receive time of the user's audio is unknown",
+        fit.reason,
+    )
+    up_why = split_why or (None if clock.up_delay_ns else no_probes)
+    model_why = model_why or (None if clock.up_delay_ns else no_probes)
+    if isinstance(fit, FitRefusal):
+        return {**out, **_nulls(names, fit.reason)}
+    p2 = fit.to_local(server_start)
+    if split_why is None:
+        out["downlink_ms"] = _ms(arrival - p2)
+        out["downlink_err_ms"] = _err_ms(fit.local_err_ns(server_start))
+    else:
+        out.update(_nulls(["downlink_ms"], split_why))
+    if model_why is not None:
+        out.update(_nulls(["model_ms"], model_why))
+    if up_why is not None:
+        out.update(_nulls(["uplink_ms"], up_why))
+    if model_why is not None:
+        return out
+    up_ns, range_ns, ref_t1_local = _uplink_near(p0, clock)
     drift_err = (fit.drift_err_ppm or 0.0) * 1e-6
     p1 = p0 + up_ns
-    p2 = fit.to_local(server_start)
-    out["uplink_ms"] = _ms(up_ns)
-    out["uplink_err_ms"] = _err_ms(fit.local_err_ns(fit.to_peer(ref_t1_local)) + spread_ns)
+    if up_why is None:
+        out["uplink_ms"] = _ms(up_ns)
+        offset_err = fit.local_err_ns(fit.to_peer(ref_t1_local))
+        out["uplink_err_ms"] = _err_ms(offset_err + range_ns)
+    # map(P2) - P0 - median(map(t1) - t0): the fitted offset cancels, only drift remains
     out["model_ms"] = _ms(p2 - p1)
-    out["model_err_ms"] = _err_ms(spread_ns + drift_err * abs(p2 - ref_t1_local))
-    out["downlink_ms"] = _ms(arrival - p2)
-    out["downlink_err_ms"] = _err_ms(fit.local_err_ns(server_start))
+    out["model_err_ms"] = _err_ms(range_ns + drift_err * abs(p2 - ref_t1_local))
     if stop is not None and stop.server_ns is not None:
         out["detect_ms"] = _ms(fit.to_local(stop.server_ns) - p1)
     return out
+
+
+def split_reason(fit: ClockMap | FitRefusal) -> str | None:
+    """Why `fit` cannot split network delay from offset (None: it can).
+
+    Two-way envelopes that cross by less than `CROSS_TOLERANCE_NS` are rounding in the
+    stamps (ms floats, a server's ns clock read at an odd moment), not inconsistent clocks.
+    """
+    why = refusal_reason(fit, need_split=True, need_drift=True)
+    if (
+        why is not None
+        and isinstance(fit, ClockMap)
+        and fit.method == METHOD_TWO_WAY
+        and fit.drift_fitted
+        and not fit.split
+        and fit.offset_err_ns <= CROSS_TOLERANCE_NS
+    ):
+        return None
+    return why
 
 
 def _window(p0: int, arrival: int, obs: Observations) -> list[ServerMark]:
@@ -330,7 +378,7 @@ def _uplink_near(p0: int, clock: SessionClock) -> tuple[int, float, int]:
     idx = np.argsort(np.abs(t0 - np.int64(p0)), kind="stable")[:NEAREST_PROBES]
     near = d[idx]
     med = int(np.median(near))
-    spread = float(np.max(np.abs(near - med))) if near.size > 1 else 0.0
+    spread = float(near.max() - near.min())  # wide enough for any delay within their range
     mid_t1_local = int(np.median(t0[idx] + near))
     return med, spread, mid_t1_local
 

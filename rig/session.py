@@ -133,6 +133,8 @@ class Session:
             frame_samples=self.pacer_cfg.frame_samples,
             sample_rate=self.plan.sample_rate,
             connect_ms=round((t0 - t_open) / 1e6, 3),
+            transport=self._describe_transport(),
+            session=self.cfg.as_dict(),
         )
         self.publish("status", {"state": "running", "t0_ns": t0})
         recv = asyncio.create_task(self._receive_loop(), name=f"recv-{self.rollout_id}")
@@ -175,6 +177,12 @@ class Session:
         self.rec.close()
         self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
         return metrics
+
+    def _describe_transport(self) -> dict[str, Any]:
+        try:
+            return self.transport.describe()
+        except Exception as exc:  # noqa: BLE001 - a description must not end a rollout
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def _set_error(self, exc: BaseException) -> None:
         if isinstance(exc, ProtocolError):
@@ -506,6 +514,7 @@ class Session:
             "onsets_play_ns": [o.play_ns for o in self.onsets],
             "responses": responses,
             "clock_fit": clock_fit,
+            "transport": self._describe_transport(),
             "writer_backlog_high_water": self.rec.writer.high_water,
         }
         self.event("session.end", t_end, status=self.status, reason=self.reason)
