@@ -25,7 +25,7 @@ from typing import Any
 from rig.audio.pcm import level_dbfs
 from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
 from rig.director import Director, Drain, Observation, TurnRecord, WaitQuiet, steps_from_plan
-from rig.errors import ProtocolError, RigError, TransportError
+from rig.errors import DeviceError, ProtocolError, RigError, TransportError
 from rig.metrics import Onset, lateness_summary, match_responses
 from rig.onset import OnsetDetector
 from rig.pacer import Pacer, PacerConfig
@@ -189,6 +189,8 @@ class Session:
             self.status = "protocol_error"
         elif isinstance(exc, TransportError):
             self.status = "transport_error"
+        elif isinstance(exc, DeviceError):
+            self.status = "device_error"
         else:
             self.status = "error"
         self.reason = str(exc) or type(exc).__name__
@@ -207,6 +209,7 @@ class Session:
             steps, rate, n, pacer.t0_ns, threshold_dbfs=self.cfg.onset_threshold_dbfs
         )
         barge_seen = 0
+        sent_extra = getattr(self.transport, "sent_extra", None)  # optional per-frame extras
         while True:
             seq = pacer.next_seq
             if seq >= max_frames:
@@ -244,7 +247,15 @@ class Session:
             self.rec.user_audio(pcm)
             self.rec.chunk(
                 ChunkRecord(
-                    "up", seq, n, rate, t_sent, deadline, timing.lateness_ns, level_dbfs=lvl
+                    "up",
+                    seq,
+                    n,
+                    rate,
+                    t_sent,
+                    deadline,
+                    timing.lateness_ns,
+                    level_dbfs=lvl,
+                    extra=sent_extra(seq) if sent_extra else None,
                 )
             )
             self.publish(
@@ -517,6 +528,12 @@ class Session:
             "transport": self._describe_transport(),
             "writer_backlog_high_water": self.rec.writer.high_water,
         }
+        finish = getattr(self.transport, "finish_metrics", None)  # optional transport metrics
+        if finish is not None:
+            try:
+                finish(metrics)
+            except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+                metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
         self.event("session.end", t_end, status=self.status, reason=self.reason)
         self.rec.metrics(metrics)
         self.rec.close()
