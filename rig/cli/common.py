@@ -24,7 +24,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="rollouts at once")
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
-    p.add_argument("--frame-ms", type=float, default=20.0, help="uplink frame")
+    p.add_argument(
+        "--frame-ms",
+        type=float,
+        default=None,
+        help="uplink frame (20; the dialect's own, e.g. moshi 80)",
+    )
     p.add_argument(
         "--drain-quiet-s",
         type=float,
@@ -46,7 +51,7 @@ def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
     base = dict(
-        frame_ms=args.frame_ms,
+        frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
         drain_quiet_s=args.drain_quiet_s,
         max_s=args.max_s,
         probe_interval_s=args.probe_interval_s,
@@ -111,6 +116,8 @@ def build_specs(
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
     specs = []
+    preferred = getattr(get_dialect(dialect), "frame_ms", None)  # e.g. Moshi's 80 ms
+    frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
     for rep in range(max(1, args.repeat)):
         for item in items:
             rid = item.item_id if args.repeat <= 1 else f"{item.item_id}-r{rep}"
@@ -123,7 +130,7 @@ def build_specs(
                     else ws_factory(target_url, dialect, item.plan.sample_rate, {}),
                     {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                     {**item.meta, "repeat": rep},
-                    session_config(args, item.session),
+                    session_config(args, {**frame, **(item.session or {})}),
                 )
             )
     return specs

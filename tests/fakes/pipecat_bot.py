@@ -1,0 +1,67 @@
+"""A real pipecat bot for the rig's tests (run with an interpreter that has pipecat-ai).
+
+Pipeline: WebSocket server transport (ProtobufFrameSerializer, 16 kHz) -> Silero VAD
+(VADParams.stop_secs from argv) -> on VADUserStoppedSpeakingFrame push `reply_s` of a
+520 Hz tone as OutputAudioRawFrame -> transport output. No STT/LLM/TTS: the reply is the
+part of a cascade whose timing the test can predict (VAD stop time + transport pacing).
+
+    python pipecat_bot.py PORT STOP_SECS [REPLY_S]
+"""
+
+import asyncio
+import sys
+
+import numpy as np
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.frames.frames import OutputAudioRawFrame, VADUserStoppedSpeakingFrame
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.audio.vad_processor import VADProcessor
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.serializers.protobuf import ProtobufFrameSerializer
+from pipecat.transports.websocket.server import WebsocketServerParams, WebsocketServerTransport
+
+RATE = 16_000
+
+
+class ToneReply(FrameProcessor):
+    def __init__(self, reply_s: float) -> None:
+        super().__init__()
+        t = np.arange(int(reply_s * RATE)) / RATE
+        self.audio = (np.sin(2 * np.pi * 520 * t) * 0.3 * 32767).astype("<i2").tobytes()
+
+    async def process_frame(self, frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+        if isinstance(frame, VADUserStoppedSpeakingFrame):
+            await self.push_frame(OutputAudioRawFrame(self.audio, RATE, 1))
+
+
+async def main() -> None:
+    port, stop_secs = int(sys.argv[1]), float(sys.argv[2])
+    reply_s = float(sys.argv[3]) if len(sys.argv) > 3 else 0.8
+    transport = WebsocketServerTransport(
+        params=WebsocketServerParams(
+            audio_in_enabled=True,
+            audio_out_enabled=True,
+            audio_in_sample_rate=RATE,
+            audio_out_sample_rate=RATE,
+            serializer=ProtobufFrameSerializer(),
+        ),
+        host="127.0.0.1",
+        port=port,
+    )
+    vad = VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=stop_secs)))
+    pipeline = Pipeline([transport.input(), vad, ToneReply(reply_s), transport.output()])
+    task = PipelineTask(
+        pipeline,
+        params=PipelineParams(audio_in_sample_rate=RATE, audio_out_sample_rate=RATE),
+    )
+    print("bot starting", flush=True)
+    await PipelineRunner(handle_sigint=True).run(task)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
