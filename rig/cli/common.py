@@ -113,6 +113,10 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    if transport == "device":
+        from rig.cli.run import device_specs  # --output/--input/--calibration live there
+
+        return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
     specs = []
