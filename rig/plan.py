@@ -64,7 +64,24 @@ class UserPlan:
             "duration_s": round(self.duration_s, 6),
             "turns": [t.as_dict(self.sample_rate) for t in self.turns],
             "sources": self.sources,
+            **(
+                {"steps": [describe_step(x, self.sample_rate) for x in self.steps]}
+                if self.steps is not None
+                else {}
+            ),
         }
+
+
+def describe_step(step: Any, sample_rate: int) -> dict[str, Any]:
+    """A director step as manifest data: its parameters, audio as a duration (not samples)."""
+    out: dict[str, Any] = {"type": type(step).__name__}
+    for name in getattr(step, "__dataclass_fields__", {}):
+        v = getattr(step, name)
+        if isinstance(v, np.ndarray):
+            out["duration_s"] = round(len(v) / sample_rate, 6)
+        else:
+            out[name] = v
+    return out
 
 
 def speech_bounds(

@@ -65,8 +65,12 @@ class Session:
         config: SessionConfig | None = None,
         publish: Publish | None = None,
         meta: dict[str, Any] | None = None,
+        *,
+        write_metrics: bool = True,
     ) -> None:
         self.rollout_id = rollout_id
+        # False: the caller writes metrics.json (the runner adds timing after analysis)
+        self.write_metrics = write_metrics
         self.meta = meta or {}
         self.transport = transport
         self.plan = plan
@@ -173,7 +177,8 @@ class Session:
             **self.meta,
             "responses": [],
         }
-        self.rec.metrics(metrics)
+        if self.write_metrics:
+            self.rec.metrics(metrics)
         self.rec.close()
         self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
         return metrics
@@ -535,7 +540,8 @@ class Session:
             except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
                 metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
         self.event("session.end", t_end, status=self.status, reason=self.reason)
-        self.rec.metrics(metrics)
+        if self.write_metrics:
+            self.rec.metrics(metrics)
         self.rec.close()
         self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
         for r in responses:

@@ -17,6 +17,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -103,6 +104,11 @@ class RecordingWriter:
         self.put(("open", rollout_dir, user_rate))
         return rec
 
+    def barrier(self, callback: Callable[[], None]) -> None:
+        """Call `callback` in the writer thread once everything queued before it is written
+        (a rollout's `close` included). Keep it tiny: e.g. `loop.call_soon_threadsafe(...)`."""
+        self.put(("barrier", "", callback))
+
     def close(self, timeout_s: float | None = None) -> None:
         if self._started and self._thread.is_alive():
             self._q.put(_STOP)
@@ -145,6 +151,9 @@ class RecordingWriter:
         op, key = item[0], item[1]
         if self.write_delay_s and op in ("chunk", "user", "system"):
             time.sleep(self.write_delay_s)
+        if op == "barrier":
+            item[2]()
+            return None
         if op == "open":
             _, d, user_rate = item
             self._files[d] = _RolloutFiles(
