@@ -267,7 +267,7 @@ class WebRtcTransport:
     def _on_rtp_sent(self, seq: int, rtp_ts: int, ssrc: int, t_ns: int) -> None:
         if ssrc != self._sender_ssrc:
             return
-        taken = self.track.taken + self.track.dropped
+        taken = self.track.taken
         while self._waiters and self._waiters[0][0] < taken:
             _, fut = self._waiters.popleft()
             if not fut.done():
