@@ -170,3 +170,40 @@ async def test_without_probes_the_split_is_refused_with_a_reason(tmp_path: Path)
         for name in ("uplink", "model", "downlink"):
             assert r[f"{name}_ms"] is None and r[f"{name}_err_ms"] is None
             assert "one-way" in r[f"{name}_reason"]
+
+
+@pytest.mark.netns
+async def test_netns_one_way_estimates_match_the_relay(tmp_path: Path) -> None:
+    from tests.support import netimpair
+    from tests.support.netimpair import ImpairedLink
+
+    reason = netimpair.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    delay_ms = 25.0
+    truth_path = tmp_path / "truth.jsonl"
+    with ImpairedLink(up_delay_ms=delay_ms, down_delay_ms=delay_ms, jitter_ms=2, seed=7) as link:
+        proc = link.popen(
+            [sys.executable, "-m", "rig", "sim", "--host", link.ns_addr, "--port", "0",
+             "--truth-log", str(truth_path), "--latency-ms", "250", "--endpoint-silence-ms",
+             "300", "--reply-s", "0.3", "--clock-offset-ms", "-4321",
+             "--clock-drift-ppm", "25000"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        s, m = await _rollout(tmp_path, line.split()[-1], turns=4)
+    assert m["status"] == "ok", m
+    fit = m["clock_fit"]
+    assert fit["split"] and fit["drift_ppm"] == pytest.approx(25_000, abs=1000.0)
+    est = [r for r in m["responses"] if r.get("onset_ns") is not None]
+    up = [r["uplink_ms"] - delay_ms for r in est]
+    down = [r["downlink_ms"] - delay_ms for r in est]
+    print(f"netns: uplink-set {up}, downlink-set {down}, fit {fit['uplink_delay_ms']}")
+    assert _p95_abs(up) <= TOL_MS and _p95_abs(down) <= TOL_MS
+    assert fit["uplink_delay_ms"]["p50"] == pytest.approx(delay_ms, abs=TOL_MS)
+    assert fit["downlink_delay_ms"]["p50"] == pytest.approx(delay_ms, abs=TOL_MS)
+    errs = _check_against_truth(m, _truth_per_response(s, m, read_truth(str(truth_path))))
+    print(f"netns p95 |error| vs truth log, ms: {errs}")
+    assert errs["model_ms"] <= TOL_MS, errs
