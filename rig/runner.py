@@ -4,13 +4,22 @@ Each rollout is a `Session` with its own transport. A rollout that fails records
 and reason and never takes the others down; the manifest counts statuses at the end. Resume:
 running again into an existing run directory skips rollouts whose metrics.json says `ok`
 (or another final, non-error status) and redoes the rest.
+
+metrics.json is written once per rollout, by the runner, after the session has ended, the
+writer thread has closed that rollout's files (a barrier op) and the timing analysis
+(rig.analyze_rollout) has run in a separate process (one worker, started on first use, at
+low priority) so it never competes with the audio loop for the GIL. If the analysis fails,
+metrics.json is still written, with `timing: {"error": ...}` and `pass: null`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -21,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.analyze_rollout import analyze_rollout
 from rig.clock.base import Clock, MonotonicClock
 from rig.plan import UserPlan
 from rig.recordings.manifest import build_manifest, utc_now
@@ -67,7 +77,12 @@ class Runner:
         publish_factory: Callable[[str], Publish] | None = None,
         writer: RecordingWriter | None = None,
         progress: Callable[[str], None] | None = None,
+        analyze: bool = True,
+        analysis_timeout_s: float = 120.0,
     ) -> None:
+        self.analyze = analyze
+        self.analysis_timeout_s = analysis_timeout_s
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.run_id = run_id or new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
         self.concurrency = max(1, concurrency)
@@ -85,12 +100,8 @@ class Runner:
         random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, "manifest.json")
         previous: dict[str, Any] = {}
-        if os.path.exists(manifest_path):
-            with (
-                contextlib.suppress(OSError, ValueError),
-                open(manifest_path, encoding="utf-8") as f,
-            ):
-                previous = json.load(f)
+        with contextlib.suppress(OSError, ValueError):
+            previous = _read_json(manifest_path)  # before any rollout runs: may block
         manifest = build_manifest(
             self.run_id,
             config={
@@ -121,8 +132,7 @@ class Runner:
         for spec in specs:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
-                with open(os.path.join(d, "metrics.json"), encoding="utf-8") as f:
-                    self.results[spec.rollout_id] = json.load(f)
+                self.results[spec.rollout_id] = _read_json(os.path.join(d, "metrics.json"))
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
@@ -134,6 +144,9 @@ class Runner:
         try:
             await asyncio.gather(*(one(s) for s in todo))
         finally:
+            if self._pool is not None:
+                pool, self._pool = self._pool, None
+                await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             await asyncio.to_thread(self.writer.close, 30)
             counts = Counter(r.get("status", "error") for r in self.results.values())
             manifest["status"] = "done" if len(self.results) == len(specs) else "interrupted"
@@ -149,11 +162,7 @@ class Runner:
 
     async def _run_one(self, spec: RolloutSpec, open_gate: asyncio.Semaphore) -> dict[str, Any]:
         d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
-        if os.path.isdir(d):  # a failed or partial earlier attempt: keep it beside, redo
-            attempt = 1
-            while os.path.exists(f"{d}.failed-{attempt}"):
-                attempt += 1
-            shutil.move(d, f"{d}.failed-{attempt}")
+        await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
         publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
@@ -168,8 +177,10 @@ class Runner:
                 spec.session_config,
                 publish,
                 spec.meta,
+                write_metrics=False,
             )
             metrics = await session.run()
+            metrics = await self._finish_metrics(d, spec, metrics)
         except Exception as exc:  # noqa: BLE001 - one rollout failing never takes down the others
             metrics = {
                 "status": "error",
@@ -189,6 +200,72 @@ class Runner:
             + (f" ({metrics.get('reason')})" if metrics.get("reason") else "")
         )
         return metrics
+
+    async def _finish_metrics(
+        self, d: str, spec: RolloutSpec, metrics: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Wait for the rollout's files, add `timing` and `pass`, write metrics.json once."""
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[None] = loop.create_future()
+        self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
+        try:
+            await asyncio.wait_for(written, self.analysis_timeout_s)
+            if self.analyze and isinstance(metrics.get("t0_ns"), int):
+                timing = await asyncio.wait_for(
+                    loop.run_in_executor(
+                        self._analysis_pool(),
+                        functools.partial(
+                            analyze_rollout,
+                            d,
+                            kind=spec.meta.get("kind"),
+                            rules=spec.meta.get("rules"),
+                            t0_ns=metrics["t0_ns"],
+                        ),
+                    ),
+                    self.analysis_timeout_s,
+                )
+                metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
+        except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+            if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+                self._pool = None  # a crashed worker: start a fresh one next time
+            metrics = {
+                **metrics,
+                "timing": {"error": f"{type(exc).__name__}: {exc}"},
+                "pass": None,
+            }
+        await asyncio.to_thread(write_json_atomic, os.path.join(d, "metrics.json"), metrics)
+        return metrics
+
+    def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+            )
+        return self._pool
+
+
+def _move_aside(d: str) -> None:
+    """A failed or partial earlier attempt: keep it beside as `<id>.failed-N`, redo."""
+    if os.path.isdir(d):
+        attempt = 1
+        while os.path.exists(f"{d}.failed-{attempt}"):
+            attempt += 1
+        shutil.move(d, f"{d}.failed-{attempt}")
+
+
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(10)
 
 
 def _unique_targets(specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:

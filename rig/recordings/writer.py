@@ -104,7 +104,7 @@ class RecordingWriter:
         self.put(("open", rollout_dir, user_rate))
         return rec
 
-    def barrier(self, callback: Callable[[], None]) -> None:
+    def barrier(self, callback: Callable[[], object]) -> None:
         """Call `callback` in the writer thread once everything queued before it is written
         (a rollout's `close` included). Keep it tiny: e.g. `loop.call_soon_threadsafe(...)`."""
         self.put(("barrier", "", callback))

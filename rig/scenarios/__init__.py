@@ -1,11 +1,11 @@
 """Scenarios: what to play, as user plans. `resolve()` accepts a WAV file (one user turn with
-silence padding), a list of WAV files, or `builtin:NAME`."""
+silence padding), a scenario file (.toml/.json, rig.scenarios.fileformat) or `builtin:NAME`
+(rig.scenarios.builtin)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from rig.errors import ScenarioError
@@ -20,35 +20,18 @@ class ScenarioItem:
     session: dict[str, Any] = field(default_factory=dict)
 
 
-def data_path(name: str) -> str:
-    return str(resources.files("rig").joinpath("data", name))
+def data_path(*parts: str) -> str:
+    from rig.scenarios.builtin import data_path as _data_path
 
-
-DEMO_TURNS = ("turn_what.wav", "turn_weather.wav", "turn_recipe.wav")
-
-
-def builtin_demo(sample_rate: int) -> list[ScenarioItem]:
-    items = []
-    for name in DEMO_TURNS:
-        stem = name.removeprefix("turn_").removesuffix(".wav")
-        plan = (
-            PlanBuilder(sample_rate)
-            .add_silence(0.5)
-            .add_wav(data_path(name), stem)
-            .add_silence(1.0)
-            .build()
-        )
-        items.append(ScenarioItem(stem, plan, {"scenario": "demo", "item": stem}))
-    return items
-
-
-BUILTINS = {"demo": builtin_demo}
+    return _data_path(*parts)
 
 
 def resolve(
     spec: str, sample_rate: int, *, lead_s: float = 0.5, pad_s: float = 1.0
 ) -> list[ScenarioItem]:
     if spec.startswith("builtin:"):
+        from rig.scenarios.builtin import BUILTINS
+
         name = spec.split(":", 1)[1]
         if name not in BUILTINS:
             raise ScenarioError(
@@ -66,8 +49,7 @@ def resolve(
         )
         return [ScenarioItem(stem, plan, {"scenario": "file", "item": stem})]
     if spec.lower().endswith((".toml", ".json")):
-        from rig.scenarios.fileformat import load_scenario_file  # the scenario format
+        from rig.scenarios.fileformat import load_scenario_file
 
-        items: list[ScenarioItem] = load_scenario_file(spec, sample_rate)
-        return items
+        return load_scenario_file(spec, sample_rate)
     raise ScenarioError(spec, "not a WAV file, scenario file (.toml/.json) or builtin:NAME")

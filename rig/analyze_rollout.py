@@ -1,0 +1,80 @@
+"""Post-rollout analysis: timing metrics of one finished rollout directory.
+
+How this works: the runner calls `analyze_rollout` in a separate process once the writer
+has closed the rollout's files. It reads `user.wav`, `system.wav` (playback placement) and
+`events.jsonl`, takes the user turn spans and injections the session recorded
+(`turn.start`/`turn.end`/`inject`), and runs `rig.analysis.timing.analyze` with the item's
+`kind` and `rules` (TimingParams overrides). The result is the `timing` block of
+metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rig.activity import ActivityParams
+from rig.analysis.rollout import read_jsonl, read_track
+from rig.analysis.timing import TimingParams, analyze, structure_from_events
+from rig.errors import ConfigError
+
+
+def timing_params(rules: dict[str, Any] | None) -> TimingParams:
+    """TimingParams from a scenario's `rules` (an `activity` table sets ActivityParams)."""
+    rules = dict(rules or {})
+    act = rules.pop("activity", None)
+    known = {f.name for f in dataclasses.fields(TimingParams)}
+    unknown = sorted(set(rules) - known)
+    if unknown:
+        raise ConfigError(f"unknown timing rule(s): {', '.join(unknown)}")
+    if act is not None:
+        rules["activity"] = ActivityParams(**act)
+    return TimingParams(**rules)
+
+
+def analyze_rollout(
+    rollout_dir: str,
+    *,
+    kind: str | None = None,
+    rules: dict[str, Any] | None = None,
+    t0_ns: int | None = None,
+) -> dict[str, Any]:
+    """Timing metrics of a rollout (kind `free` or None: metrics without a pass rule)."""
+    root = Path(rollout_dir)
+    events = read_jsonl(root / "events.jsonl")
+    if t0_ns is None:
+        start = next((e for e in events if e.get("kind") == "session.start"), None)
+        t0_ns = start.get("t0_ns") if start else None
+    if not isinstance(t0_ns, int):
+        raise ConfigError(f"{root}: no session.start event (the session never started)")
+    user, rate = read_track(root / "user.wav")
+    system = np.zeros(0, np.float32)
+    if (root / "system.wav").exists():
+        system, sys_rate = read_track(root / "system.wav")
+        if sys_rate != rate and system.size:
+            import soxr
+
+            system = soxr.resample(system, sys_rate, rate).astype(np.float32)
+    # both tracks on one timeline: pad the shorter with silence
+    n = max(user.size, system.size)
+    user = np.pad(user, (0, n - user.size))
+    system = np.pad(system, (0, n - system.size))
+    turns, injections = structure_from_events(events, t0_ns)
+    out = analyze(
+        user,
+        system,
+        rate,
+        kind=None if kind in (None, "free") else kind,
+        turns=turns,
+        injections=injections,
+        params=timing_params(rules),
+        t0_ns=t0_ns,
+        placement="playback",
+    )
+    truncations = [e for e in events if e.get("kind") == "playback.truncate"]
+    # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
+    out["playback_truncated"] = len(truncations)
+    return out

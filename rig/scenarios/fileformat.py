@@ -1,0 +1,382 @@
+"""Scenario files (TOML, or JSON with the same structure) -> scripted scenario items.
+
+How this works: a file is one suite: `[suite]` (name, description), `[defaults]` and a list
+of `[[items]]`. Each item has an `id`, a `kind` (its timing category, which picks the pass
+rule), optional history (`prefill` audio, `history_text`), a hard cap `max_s`, optional
+`rules` (timing thresholds) and `steps`. Steps map onto director steps:
+
+  turn     {file | files + gap_s, pad_before_s, pad_after_s, label, barge_in}
+           -> Pause(pad_before) + Play(role=turn) + Pause(pad_after)
+  pause    {seconds}                             -> Pause
+  release  {quiet_s, timeout_s}                  -> WaitQuiet (playback clock)
+  inject   {role, file, offset_s | after_s, timeout_s, label, barge_in}
+           -> WaitOnset(offset_s) + Play(role)   (offset from the reply onset as played)
+           -> Pause(after_s) + Play(role)        (after the previous step)
+  drain    {quiet_s, max_s}                      -> Drain
+An item whose last step is not a drain gets one from the defaults. Everything is checked
+before any audio is decoded, and every problem is a ScenarioError naming the file and the
+field (`items[2].steps[1].offset_s`). Audio paths are relative to the scenario file.
+The item's rules and steps (as data) go into its meta, so the manifest records them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from rig.analysis.timing import KINDS, TimingParams
+from rig.audio.pcm import Pcm16
+from rig.audio.source import load_wav
+from rig.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
+from rig.errors import AudioInputError, ScenarioError
+from rig.plan import UserPlan, speech_bounds
+from rig.scenarios import ScenarioItem
+
+ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")
+INJECT_ROLES = ("interruption", "backchannel")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+SUITE_KEYS = {"name", "description"}
+DEFAULT_KEYS = {"pad_before_s", "pad_after_s", "max_s", "drain_quiet_s", "drain_max_s", "rules"}
+ITEM_KEYS = {
+    "id",
+    "kind",
+    "description",
+    "prefill",
+    "history_text",
+    "max_s",
+    "rules",
+    "steps",
+    "pad_before_s",
+    "pad_after_s",
+}
+STEP_KEYS: dict[str, set[str]] = {
+    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"},
+    "pause": {"seconds"},
+    "release": {"quiet_s", "timeout_s"},
+    "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
+    "drain": {"quiet_s", "max_s"},
+}
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "pad_before_s": 0.5,
+    "pad_after_s": 0.0,
+    "max_s": 120.0,
+    "drain_quiet_s": 1.5,
+    "drain_max_s": 30.0,
+    "rules": {},
+}
+RULE_FIELDS = {f.name for f in fields(TimingParams)} - {"activity"}
+
+
+class _Check:
+    """Typed reads from a parsed mapping; every failure names the file and field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, reason: str) -> ScenarioError:
+        return ScenarioError(self.source, reason, where)
+
+    def table(self, obj: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise self.fail(where, f"must be a table, got {_tname(obj)}")
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            raise self.fail(
+                f"{where}.{unknown[0]}" if where else unknown[0],
+                f"unknown key; allowed here: {', '.join(sorted(allowed))}",
+            )
+        return obj
+
+    def number(
+        self, t: dict[str, Any], key: str, where: str, default: float | None = None, *, pos: bool
+    ) -> float:
+        v = t.get(key, default)
+        w = f"{where}.{key}"
+        if v is None:
+            raise self.fail(w, "required")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v):
+            raise self.fail(w, f"must be a number, got {_tname(v)}")
+        if v < 0 or (pos and v == 0):
+            raise self.fail(w, f"must be {'> 0' if pos else '>= 0'}, got {v}")
+        return float(v)
+
+    def string(self, t: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
+        v = t.get(key, default)
+        if v is None:
+            raise self.fail(f"{where}.{key}", "required")
+        if not isinstance(v, str):
+            raise self.fail(f"{where}.{key}", f"must be a string, got {_tname(v)}")
+        return v
+
+    def boolean(self, t: dict[str, Any], key: str, where: str, default: bool) -> bool:
+        v = t.get(key, default)
+        if not isinstance(v, bool):
+            raise self.fail(f"{where}.{key}", f"must be true or false, got {_tname(v)}")
+        return v
+
+
+def _tname(v: Any) -> str:
+    return {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(v), type(v).__name__
+    )
+
+
+def parse_file(path: str) -> dict[str, Any]:
+    """The raw document of a .toml or .json scenario file."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ScenarioError(path, "no such file") from None
+    except OSError as exc:
+        raise ScenarioError(path, f"cannot read: {exc.strerror}") from exc
+    try:
+        if path.lower().endswith(".json"):
+            doc = json.loads(raw.decode("utf-8"))
+        else:
+            doc = tomllib.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError is a ValueError
+        raise ScenarioError(path, f"does not parse: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ScenarioError(path, f"top level must be a table, got {_tname(doc)}")
+    return doc
+
+
+def load_scenario_file(
+    path: str, sample_rate: int, *, scenario: str | None = None
+) -> list[ScenarioItem]:
+    """Validate a scenario file and build its items (audio decoded at `sample_rate`)."""
+    return build_items(parse_file(path), path, sample_rate, scenario=scenario)
+
+
+def build_items(
+    doc: dict[str, Any], source: str, sample_rate: int, *, scenario: str | None = None
+) -> list[ScenarioItem]:
+    c = _Check(source)
+    c.table(doc, "", {"suite", "defaults", "items"})
+    suite = c.table(doc.get("suite", {}), "suite", SUITE_KEYS)
+    name = c.string(suite, "name", "suite", os.path.splitext(os.path.basename(source))[0])
+    defaults = _defaults(c, doc.get("defaults", {}))
+    items_raw = doc.get("items")
+    if not isinstance(items_raw, list) or not items_raw:
+        raise c.fail("items", "must be a non-empty list of item tables")
+    base_dir = os.path.dirname(os.path.abspath(source))
+    specs = [_item(c, raw, f"items[{i}]", defaults, base_dir) for i, raw in enumerate(items_raw)]
+    seen: set[str] = set()
+    for i, s in enumerate(specs):
+        if s["id"] in seen:
+            raise c.fail(f"items[{i}].id", f"duplicate id {s['id']!r}")
+        seen.add(s["id"])
+    cache: dict[str, Pcm16] = {}
+    return [_build(c, s, sample_rate, scenario or name, cache) for s in specs]
+
+
+# -- validation (no audio decoded yet) -------------------------------------------------------
+
+
+def _defaults(c: _Check, raw: Any) -> dict[str, Any]:
+    t = c.table(raw, "defaults", DEFAULT_KEYS)
+    d = dict(BUILTIN_DEFAULTS)
+    for key in ("pad_before_s", "pad_after_s", "drain_quiet_s"):
+        d[key] = c.number(t, key, "defaults", d[key], pos=False)
+    for key in ("max_s", "drain_max_s"):
+        d[key] = c.number(t, key, "defaults", d[key], pos=True)
+    d["rules"] = _rules(c, t.get("rules", {}), "defaults.rules")
+    return d
+
+
+def _rules(c: _Check, raw: Any, where: str) -> dict[str, Any]:
+    t = c.table(raw, where, RULE_FIELDS)
+    out: dict[str, Any] = {}
+    for key, v in t.items():
+        if key == "min_backchannels":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise c.fail(f"{where}.{key}", f"must be an integer >= 0, got {v!r}")
+            out[key] = v
+        else:
+            out[key] = c.number(t, key, where, pos=False)
+    return out
+
+
+def _audio_path(c: _Check, base_dir: str, value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise c.fail(where, f"must be an audio file path, got {_tname(value)}")
+    path = value if os.path.isabs(value) else os.path.join(base_dir, value)
+    if not os.path.isfile(path):
+        raise c.fail(where, f"audio file not found: {path}")
+    return path
+
+
+def _item(
+    c: _Check, raw: Any, where: str, defaults: dict[str, Any], base_dir: str
+) -> dict[str, Any]:
+    t = c.table(raw, where, ITEM_KEYS)
+    item_id = c.string(t, "id", where)
+    if not ID_RE.match(item_id):
+        raise c.fail(f"{where}.id", f"{item_id!r}: use letters, digits, '_', '-', '.'")
+    kind = c.string(t, "kind", where, "free").strip().lower().replace("-", "_")
+    if kind not in ITEM_KINDS:
+        raise c.fail(f"{where}.kind", f"{kind!r}: one of {', '.join(ITEM_KINDS)}")
+    local = {
+        **defaults,
+        "pad_before_s": c.number(t, "pad_before_s", where, defaults["pad_before_s"], pos=False),
+        "pad_after_s": c.number(t, "pad_after_s", where, defaults["pad_after_s"], pos=False),
+    }
+    spec: dict[str, Any] = {
+        "id": item_id,
+        "kind": kind,
+        "description": c.string(t, "description", where, ""),
+        "max_s": c.number(t, "max_s", where, defaults["max_s"], pos=True),
+        "rules": {**defaults["rules"], **_rules(c, t.get("rules", {}), f"{where}.rules")},
+        "prefill": (
+            _audio_path(c, base_dir, t["prefill"], f"{where}.prefill") if "prefill" in t else None
+        ),
+        "history_text": c.string(t, "history_text", where) if "history_text" in t else None,
+    }
+    steps_raw = t.get("steps")
+    if not isinstance(steps_raw, list) or not steps_raw:
+        raise c.fail(f"{where}.steps", "must be a non-empty list of step tables")
+    steps = [_step(c, s, f"{where}.steps[{i}]", local, base_dir) for i, s in enumerate(steps_raw)]
+    if steps[-1]["type"] != "drain":
+        steps.append(
+            {"type": "drain", "quiet_s": local["drain_quiet_s"], "max_s": local["drain_max_s"]}
+        )
+    spec["steps"] = steps
+    return spec
+
+
+def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise c.fail(where, f"must be a table, got {_tname(raw)}")
+    kind = raw.get("type")
+    if kind not in STEP_KEYS:
+        raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
+    t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
+    s: dict[str, Any] = {"type": kind}
+    if kind == "turn":
+        if ("file" in t) == ("files" in t):
+            raise c.fail(where, "give exactly one of `file` or `files`")
+        if "files" in t:
+            files = t["files"]
+            if not isinstance(files, list) or not files:
+                raise c.fail(f"{where}.files", "must be a non-empty list of audio files")
+            s["files"] = [
+                _audio_path(c, base_dir, f, f"{where}.files[{i}]") for i, f in enumerate(files)
+            ]
+        else:
+            s["files"] = [_audio_path(c, base_dir, t["file"], f"{where}.file")]
+        if "gap_s" in t and "files" not in t:
+            raise c.fail(f"{where}.gap_s", "only with `files` (silence between them)")
+        s["gap_s"] = c.number(t, "gap_s", where, 0.0, pos=False)
+        s["pad_before_s"] = c.number(t, "pad_before_s", where, local["pad_before_s"], pos=False)
+        s["pad_after_s"] = c.number(t, "pad_after_s", where, local["pad_after_s"], pos=False)
+        s["label"] = c.string(t, "label", where, _stem(s["files"][0]))
+        s["barge_in"] = c.boolean(t, "barge_in", where, True)
+    elif kind == "pause":
+        s["seconds"] = c.number(t, "seconds", where, pos=True)
+    elif kind == "release":
+        s["quiet_s"] = c.number(t, "quiet_s", where, local["drain_quiet_s"], pos=False)
+        s["timeout_s"] = c.number(t, "timeout_s", where, 30.0, pos=True)
+    elif kind == "inject":
+        role = c.string(t, "role", where)
+        if role not in INJECT_ROLES:
+            raise c.fail(f"{where}.role", f"{role!r}: one of {', '.join(INJECT_ROLES)}")
+        s["role"] = role
+        s["file"] = _audio_path(c, base_dir, t.get("file"), f"{where}.file")
+        if ("offset_s" in t) == ("after_s" in t):
+            raise c.fail(
+                where, "give exactly one of `offset_s` (from the reply onset) or `after_s`"
+            )
+        if "offset_s" in t:
+            s["offset_s"] = c.number(t, "offset_s", where, pos=False)
+            s["timeout_s"] = c.number(t, "timeout_s", where, 30.0, pos=True)
+        else:
+            if "timeout_s" in t:
+                raise c.fail(f"{where}.timeout_s", "only with `offset_s`")
+            s["after_s"] = c.number(t, "after_s", where, pos=False)
+        s["label"] = c.string(t, "label", where, _stem(s["file"]))
+        s["barge_in"] = c.boolean(t, "barge_in", where, role == "interruption")
+    else:  # drain
+        s["quiet_s"] = c.number(t, "quiet_s", where, local["drain_quiet_s"], pos=False)
+        s["max_s"] = c.number(t, "max_s", where, local["drain_max_s"], pos=True)
+    return s
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+# -- building (audio decoded) ----------------------------------------------------------------
+
+
+def _load(c: _Check, path: str, rate: int, cache: dict[str, Pcm16], where: str) -> Pcm16:
+    if path not in cache:
+        try:
+            cache[path] = load_wav(path, rate).pcm
+        except AudioInputError as exc:
+            raise c.fail(where, exc.reason) from exc
+    return cache[path]
+
+
+def _build(
+    c: _Check, spec: dict[str, Any], rate: int, scenario: str, cache: dict[str, Pcm16]
+) -> ScenarioItem:
+    steps: list[Step] = []
+    sources: list[dict[str, Any]] = []
+    where = f"items[{spec['id']}]"
+    if spec["prefill"]:
+        pcm = _load(c, spec["prefill"], rate, cache, f"{where}.prefill")
+        steps.append(Play(pcm, "prefill", "prefill", barge_in=False))
+        sources.append({"role": "prefill", "path": spec["prefill"], "samples": len(pcm)})
+    for i, s in enumerate(spec["steps"]):
+        w = f"{where}.steps[{i}]"
+        if s["type"] == "turn":
+            parts: list[Pcm16] = []
+            gap = np.zeros(round(s["gap_s"] * rate), np.int16)
+            for j, f in enumerate(s["files"]):
+                if j:
+                    parts.append(gap)
+                parts.append(_load(c, f, rate, cache, w))
+            pcm = np.concatenate(parts)
+            if speech_bounds(pcm, rate) is None:
+                raise c.fail(w, "turn audio has no sound above -40 dBFS")
+            if s["pad_before_s"] > 0:
+                steps.append(Pause(s["pad_before_s"]))
+            steps.append(Play(pcm, s["label"], "turn", s["barge_in"]))
+            if s["pad_after_s"] > 0:
+                steps.append(Pause(s["pad_after_s"]))
+            sources.append({"role": "turn", "paths": s["files"], "samples": len(pcm)})
+        elif s["type"] == "pause":
+            steps.append(Pause(s["seconds"]))
+        elif s["type"] == "release":
+            steps.append(WaitQuiet(s["quiet_s"], s["timeout_s"]))
+        elif s["type"] == "inject":
+            pcm = _load(c, s["file"], rate, cache, w)
+            if "offset_s" in s:
+                steps.append(WaitOnset(s["offset_s"], s["timeout_s"]))
+            elif s["after_s"] > 0:
+                steps.append(Pause(s["after_s"]))
+            steps.append(Play(pcm, s["label"], s["role"], s["barge_in"]))
+            sources.append({"role": s["role"], "path": s["file"], "samples": len(pcm)})
+        else:
+            steps.append(Drain(s["quiet_s"], s["max_s"]))
+    meta: dict[str, Any] = {
+        "scenario": scenario,
+        "item": spec["id"],
+        "kind": spec["kind"],
+        "rules": spec["rules"],
+        "max_s": spec["max_s"],
+    }
+    if spec["description"]:
+        meta["description"] = spec["description"]
+    if spec["history_text"] is not None:
+        meta["history_text"] = spec["history_text"]
+    plan = UserPlan(np.zeros(0, np.int16), rate, [], sources, steps=steps)
+    return ScenarioItem(spec["id"], plan, meta, {"max_s": spec["max_s"]})
