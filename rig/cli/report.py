@@ -1,4 +1,9 @@
-"""`rig report RUN_DIR`: summary across rollouts."""
+"""`rig report RUN_DIR`: per-rollout table, then the aggregate per scenario and item.
+
+The aggregate (rig.analysis.aggregate) gives per scenario and per item: status counts,
+response latency median / IQR / bootstrap CI (over items per scenario), pass rate of the
+item's timing rule, and the latency decomposition medians when the rollouts carry them.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,47 @@ import json
 import os
 from typing import Any
 
+from rich.console import Console
+
+from rig.analysis.aggregate import aggregate, render_table, write_csv
 from rig.errors import ConfigError
-from rig.summary import load_rollouts, print_summary
+from rig.summary import load_rollouts, summary_table
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="summary across the rollouts of a run")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--csv", metavar="FILE", help="write the aggregate as CSV to FILE")
+    p.add_argument(
+        "--status",
+        action="append",
+        help="rollout statuses whose latencies count (repeatable; default: ok)",
+    )
+    p.add_argument("--confidence", type=float, default=0.95, help="bootstrap CI level")
+    p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
 
 
 def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
+    if not 0 < args.confidence < 1:
+        raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
+    report = aggregate(
+        args.run_dir, statuses=tuple(args.status or ("ok",)), confidence=args.confidence
+    )
+    rollouts = load_rollouts(args.run_dir)
+    if args.csv:
+        write_csv(report, args.csv)
     if args.json:
-        print(
-            json.dumps({"run_dir": args.run_dir, "rollouts": load_rollouts(args.run_dir)}, indent=2)
-        )
+        print(json.dumps({**report, "rollouts": rollouts}, indent=2, allow_nan=False))
         return 0
-    print_summary(args.run_dir)
+    console = Console()
+    if not args.no_rollouts:
+        console.print(summary_table(rollouts))
+    console.print(render_table(report))
+    for p in report["problems"]:
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+    if args.csv:
+        console.print(f"CSV: {args.csv}")
     return 0
