@@ -51,7 +51,7 @@ def _step_text(s: dict[str, Any]) -> str:
         return f"release quiet {s['quiet_s']:g}s"
     if t == "Drain":
         return f"drain {s['quiet_s']:g}s≤{s['max_s']:g}s"
-    return t
+    return str(t)
 
 
 def run(args: argparse.Namespace) -> int:
