@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import struct
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPacket
 
@@ -109,7 +106,7 @@ def _plan(speech_s: float = 0.8) -> Any:
 
 
 async def _rollout(
-    url: str, out: Path, signalling: str = "whip", **transport_kw: Any
+    url: str, out: Path, signalling: str = "whip", plan: Any = None, **transport_kw: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     def make(clock: Any, gate: asyncio.Semaphore) -> WebRtcTransport:
         return WebRtcTransport(
@@ -122,7 +119,7 @@ async def _rollout(
 
     spec = RolloutSpec(
         "r0",
-        _plan(),
+        plan if plan is not None else _plan(),
         make,
         {"url": url, "transport": "webrtc"},
         {},
@@ -201,6 +198,3 @@ async def test_unreachable_offer_endpoint_is_a_transport_error(unused_tcp_port: 
     with pytest.raises(TransportError):
         await tr.open()
     await tr.close()
-
-
-_ = (np, os, struct)
