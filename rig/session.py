@@ -543,10 +543,29 @@ class Session:
         if self.write_metrics:
             self.rec.metrics(metrics)
         self.rec.close()
-        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
         for r in responses:
             if r.get("latency_ms") is not None:
-                self.publish("response", {"latency_ms": r["latency_ms"], "turn": r["turn"]})
+                parts = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+                self.publish(
+                    "response",
+                    {
+                        "latency_ms": r["latency_ms"],
+                        "turn": r["turn"],
+                        "placement": "playback",
+                        **{k: r.get(k) for k in parts},
+                    },
+                )
+        if isinstance(clock_fit, dict) and not clock_fit.get("refused"):
+            rtt = clock_fit.get("rtt") or {}
+            self.publish(
+                "clock",
+                {
+                    "offset_ms": clock_fit.get("offset_ms"),
+                    "drift_ppm": clock_fit.get("drift_ppm"),
+                    "rtt_ms": rtt.get("rtt_p50_ms") if isinstance(rtt, dict) else None,
+                },
+            )
+        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
         return metrics
 
 
