@@ -198,3 +198,65 @@ async def test_unreachable_offer_endpoint_is_a_transport_error(unused_tcp_port: 
     with pytest.raises(TransportError):
         await tr.open()
     await tr.close()
+
+
+class FakeRealtimeCalls(WebRtcSimServer):
+    """A stand-in for OpenAI's hosted calls endpoint: checks the key, then answers as the sim."""
+
+    seen: list[tuple[str, str]]
+
+    async def _route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, bytes, dict[str, str]]:
+        self.seen.append((path, headers.get("authorization", "")))
+        if headers.get("authorization") != "Bearer test-key":
+            return 401, "application/json", b'{"error": "bad key"}', {}
+        if method == "POST" and path.startswith("/v1/realtime/calls"):
+            if headers.get("content-type") != "application/sdp":
+                return 400, "text/plain", b"want application/sdp", {}
+            _, answer = await self._accept(body.decode())
+            return 201, "application/sdp", answer.encode(), {}
+        return 404, "text/plain", b"", {}
+
+
+@pytest.mark.realtime
+async def test_openai_signalling_events_on_the_oai_events_channel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    sim = FakeRealtimeCalls(SimConfig(latency_ms=200.0, endpoint_silence_ms=300.0, reply_s=0.3))
+    sim.seen = []
+    base = (await sim.start("127.0.0.1", 0)).rsplit("/", 1)[0]
+    url = base + "/v1/realtime/calls"
+    try:
+
+        def make(clock: Any, gate: asyncio.Semaphore) -> WebRtcTransport:
+            sig = get_signalling("openai", url, model="gpt-realtime")
+            return WebRtcTransport(sig, clock, open_gate=gate, target_host="127.0.0.1")
+
+        spec = RolloutSpec("r0", _plan(), make, {}, {}, SessionConfig(drain_quiet_s=0.6, max_s=15))
+        await Runner(str(tmp_path / "out"), run_id="run", clock=MonotonicClock()).run([spec])
+    finally:
+        await sim.stop()
+    assert sim.seen == [("/v1/realtime/calls?model=gpt-realtime", "Bearer test-key")]
+    d = tmp_path / "out" / "run" / "rollouts" / "r0"
+    metrics = json.loads((d / "metrics.json").read_text())
+    assert metrics["status"] == "ok", metrics.get("reason")
+    events = [json.loads(x) for x in (d / "events.jsonl").read_text().splitlines() if x]
+    kinds = [e["kind"] for e in events]
+    # the sim's events came over the data channel, through the OpenAI dialect's decoder
+    assert "server.speech_stopped" in kinds and "server.response.start" in kinds
+    stop = next(e for e in events if e["kind"] == "server.speech_stopped")
+    assert stop["t_ns"] < metrics["responses"][0]["onset_arrival_ns"]
+    manifest = (tmp_path / "out" / "run" / "manifest.json").read_text()
+    assert "test-key" not in manifest
+
+
+async def test_openai_signalling_without_a_key_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rig.errors import ConfigError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        await get_signalling("openai", "http://127.0.0.1:9/v1/realtime/calls").exchange("v=0")

@@ -18,6 +18,9 @@ Per connection:
             their due time (after the downlink delay line). The tap stamps each frame's RTP
             packet on the wire; the first audible frame of a reply writes `reply_wire` to the
             truth log: `onset_wire_ns` = frame wire time + onset offset inside the frame.
+Data channels the client opens get the engine's events as JSON (`speech_started`,
+`speech_stopped`, `response.start`, `response.end`, `response.cancelled`, with the sim's
+`server_ts_ms`), like the WebSocket sim's text messages; `ping` keep-alives are ignored.
 Truth events: server_start, conn_open, recv_chunk, speech_start/_end, reply_scheduled,
 reply_start/_end/_cancel, reply_wire, rtcp_rtt (the sim's own RTT from the rig's RRs),
 conn_close. Everything runs at 48 kHz (Opus): the engine is configured at 48 kHz.
@@ -52,6 +55,19 @@ from rig.transports.webrtc.track import OPUS_RATE, PushedAudioTrack
 
 FRAME_SAMPLES = 960
 FRAME_NS = FRAME_SAMPLES * NS_PER_S // OPUS_RATE
+
+
+_CHANNEL_EVENTS = {
+    "speech_start": "speech_started",
+    "speech_end": "speech_stopped",
+    "reply_start": "response.start",
+    "reply_end": "response.end",
+    "reply_cancel": "response.cancelled",
+}
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if isinstance(v, int | float | str | bool | None)}
 
 
 class OpusPacketDecoder:
@@ -151,7 +167,7 @@ class WebRtcSimServer:
             if n > 1 << 20:
                 raise ValueError("body too large")
             body = await asyncio.wait_for(reader.readexactly(n), 10) if n else b""
-            status, ctype, out, extra = await self._route(method, path, body)
+            status, ctype, out, extra = await self._route(method, path, headers, body)
         except (ValueError, asyncio.IncompleteReadError, TimeoutError) as exc:
             status, ctype, out, extra = 400, "text/plain", str(exc).encode(), {}
         except Exception as exc:  # noqa: BLE001 - an HTTP 500, logged as a sim error
@@ -170,7 +186,7 @@ class WebRtcSimServer:
             await writer.wait_closed()
 
     async def _route(
-        self, method: str, path: str, body: bytes
+        self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, str, bytes, dict[str, str]]:
         if method == "POST" and path.split("?")[0] == "/offer":
             conn, answer = await self._accept(body.decode("utf-8"))
@@ -227,6 +243,7 @@ class _RtcSession:
         self.up_seq = 0
         self.started = False
         self._started: set[int] = set()
+        self.channels: list[Any] = []
 
     def now(self) -> int:
         return self.s.clock.now_ns()
@@ -243,6 +260,8 @@ class _RtcSession:
 
         @pc.on("datachannel")
         def on_channel(ch: Any) -> None:
+            self.channels.append(ch)
+
             @ch.on("message")  # type: ignore[untyped-decorator]
             def on_message(message: str | bytes) -> None:
                 if isinstance(message, str) and message.startswith("ping"):
@@ -377,6 +396,18 @@ class _RtcSession:
         self.s.truth.write(
             truth.event, truth.t_ns, conn=self.conn, server_ts_ms=self.sms(truth.t_ns), **truth.data
         )
+        kind = _CHANNEL_EVENTS.get(truth.event)
+        if kind is not None:
+            self._announce(kind, truth)
+
+    def _announce(self, kind: str, truth: Truth) -> None:
+        """Tell the client on every open data channel, as the WebSocket sim does in text."""
+        msg = json.dumps(
+            {"type": kind, "server_ts_ms": self.sms(truth.t_ns), **_jsonable(truth.data)}
+        )
+        for ch in self.channels:
+            if ch.readyState == "open":
+                ch.send(msg)
 
     async def close(self) -> None:
         if self.closed:
