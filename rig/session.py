@@ -95,6 +95,7 @@ class Session:
         self.server_pairs: list[tuple[float, int]] = []
         self.probes: list[dict[str, Any]] = []
         self.server_events: list[DownEvent] = []
+        self.down_rows: list[dict[str, Any]] = []
         self.down_log: list[
             tuple[int, int, float | None, int]
         ] = []  # (t_ns, play_ns, server_ts_ms, n)
@@ -394,6 +395,16 @@ class Session:
         if item.server_ts_ms is not None:
             self.server_pairs.append((item.server_ts_ms, item.t_ns))
         self.down_log.append((item.t_ns, play_ns, item.server_ts_ms, int(item.pcm.size)))
+        if item.extra and "jb_ms" in item.extra:  # WebRTC: receive-path delay per frame
+            self.down_rows.append(
+                {
+                    "dir": "down",
+                    "t_ns": item.t_ns,
+                    "n_samples": int(item.pcm.size),
+                    "sample_rate": item.sample_rate,
+                    "jb_ms": item.extra["jb_ms"],
+                }
+            )
         off = self._onset_detector.feed(item.pcm, start)
         if off is not None:
             off_ns = off * NS_PER_S // item.sample_rate
@@ -467,6 +478,21 @@ class Session:
             return self.send_ns[k] + offset * NS_PER_S // self.plan.sample_rate
         return self.pacer.timeline_ns(speech_end_sample)
 
+    def _add_webrtc_shares(self, responses: list[dict[str, Any]]) -> None:
+        """Over WebRTC, split off the rig's own receive path (jitter buffer, codec lookahead)."""
+        from rig.transports.webrtc.decompose import decompose as webrtc_decompose
+
+        rtts = [
+            e.data["rtt_ms"]
+            for e in self.server_events
+            if e.kind == "rtcp.rr" and isinstance(e.data.get("rtt_ms"), int | float)
+        ]
+        rtt = sorted(rtts)[len(rtts) // 2] if rtts else None
+        for r in responses:
+            shares = webrtc_decompose(r, self.down_rows, rtt)
+            if shares is not None:
+                r["webrtc"] = shares
+
     def _turns(self) -> list[TurnRecord]:
         """User turns actually played (injections and prefills are not timed as turns)."""
         if self.director is None:
@@ -504,6 +530,8 @@ class Session:
             pass
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             clock_fit = {"error": f"{type(exc).__name__}: {exc}"}
+        if self.down_rows:
+            self._add_webrtc_shares(responses)
         if self.status == "ok" and self.down_chunks == 0:
             self.status, self.reason = "no_audio", "the system sent no audio"
         metrics: dict[str, Any] = {
