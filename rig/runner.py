@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import gc
 import json
 import multiprocessing
 import os
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
 from rig.analyze_rollout import analyze_rollout
 from rig.clock.base import Clock, MonotonicClock
 from rig.plan import UserPlan
@@ -79,10 +81,16 @@ class Runner:
         progress: Callable[[str], None] | None = None,
         analyze: bool = True,
         analysis_timeout_s: float = 120.0,
+        start_interval_s: float = 0.02,
     ) -> None:
+        # rollouts start at least this far apart: their ends (each session's close costs the
+        # loop a few ms) and their connects do not pile up into one long loop block
+        self.start_interval_ns = round(max(0.0, start_interval_s) * 1e9)
+        self._next_start_ns = 0
         self.analyze = analyze
         self.analysis_timeout_s = analysis_timeout_s
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self.analysis_error: str | None = None
         self.run_id = run_id or new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
         self.concurrency = max(1, concurrency)
@@ -108,6 +116,8 @@ class Runner:
                 **self.config,
                 "concurrency": self.concurrency,
                 "connect_concurrency": self.connect_gate_size,
+                "start_interval_s": self.start_interval_ns / 1e9,
+                "analyze": self.analyze,
             },
             targets=_unique_targets(specs),
             seed=self.seed,
@@ -126,6 +136,19 @@ class Runner:
         write_json_atomic(manifest_path, manifest)
 
         self.writer.start()
+        if self.analyze and todo_any(specs, self.run_dir):
+            # start the analysis worker before any audio flows: spawning it costs the loop
+            # ~10 ms and the child's imports a core for a while; neither should hit a stream
+            try:
+                await loop_run(self._analysis_pool(), _warm_up)
+            except Exception as exc:  # noqa: BLE001 - metrics without timing, not a dead run
+                self.analyze = False
+                self.analysis_error = f"analysis worker did not start: {type(exc).__name__}: {exc}"
+                self._pool = None
+        # the objects made so far live for the whole run: keep them out of the GC's
+        # full collections, which otherwise pause the loop for tens of ms mid-stream
+        gc.collect()
+        gc.freeze()
         gate = asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
@@ -139,11 +162,17 @@ class Runner:
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:
+                now = self.clock.now_ns()
+                start = max(now, self._next_start_ns)
+                self._next_start_ns = start + self.start_interval_ns
+                if start > now:
+                    await self.clock.sleep_until(start)
                 self.results[spec.rollout_id] = await self._run_one(spec, open_gate)
 
         try:
             await asyncio.gather(*(one(s) for s in todo))
         finally:
+            gc.unfreeze()
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
@@ -225,6 +254,8 @@ class Runner:
                     self.analysis_timeout_s,
                 )
                 metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
+            elif self.analysis_error:
+                metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
@@ -256,6 +287,19 @@ def _move_aside(d: str) -> None:
 def _read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def todo_any(specs: Sequence[RolloutSpec], run_dir: str) -> bool:
+    return any(not rollout_done(os.path.join(run_dir, "rollouts", s.rollout_id)) for s in specs)
+
+
+async def loop_run(pool: concurrent.futures.Executor, fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(pool, fn)
+
+
+def _warm_up() -> None:
+    """Runs in the worker: import the analysis stack before the first rollout ends."""
+    import rig.analyze_rollout  # noqa: F401
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

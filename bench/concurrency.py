@@ -1,0 +1,118 @@
+"""N concurrent rollouts against the reference system (in its own process): send lateness
+and memory per rollout.
+
+    python bench/concurrency.py --n 10 25 50 --seconds 8
+
+Each rollout plays a tone turn of --seconds (one reply, then drain). Reports, per N: p50/p99/
+max uplink send lateness over all frames of all rollouts (target p99 < 5 ms), stalls, and
+the RSS growth of this process during the run divided by N (memory per rollout; the
+analysis worker is a separate process and not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from rig.audio.source import tone
+from rig.cli.common import ws_factory
+from rig.plan import PlanBuilder
+from rig.runner import RolloutSpec, Runner
+from rig.session import SessionConfig
+
+RATE = 16_000
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def uplink_lateness_ns(run_dir: str, rollout_ids: list[str]) -> list[int]:
+    late: list[int] = []
+    for rid in rollout_ids:
+        with open(os.path.join(run_dir, "rollouts", rid, "chunks.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                c = json.loads(line)
+                if c["dir"] == "up":
+                    late.append(c["t_ns"] - c["t_sched_ns"])
+    return late
+
+
+async def one_run(url: str, n: int, seconds: float, out: str) -> dict[str, Any]:
+    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
+    specs = [
+        RolloutSpec(
+            f"r{i}",
+            plan,
+            ws_factory(url, "rig", RATE, {}),
+            {"url": url},
+            {"scenario": "bench", "item": "tone", "kind": "turn_taking"},
+            SessionConfig(drain_quiet_s=1.0, max_s=seconds + 20, probe_interval_s=0.5),
+        )
+        for i in range(n)
+    ]
+    rss0 = rss_kb()
+    peak = [rss0]
+
+    async def watch() -> None:
+        while True:
+            peak[0] = max(peak[0], rss_kb())
+            await asyncio.sleep(0.25)
+
+    w = asyncio.create_task(watch())
+    result = await Runner(out, concurrency=n, connect_concurrency=16).run(specs)
+    w.cancel()
+    stalls = sum(r.get("uplink", {}).get("stalls", 0) for r in result["results"].values())
+    x = np.array(uplink_lateness_ns(result["run_dir"], list(result["results"]))) / 1e6
+    return {
+        "n": n,
+        "statuses": result["status_counts"],
+        "frames": int(x.size),
+        "lateness_p50_ms": round(float(np.percentile(x, 50)), 3),
+        "lateness_p99_ms": round(float(np.percentile(x, 99)), 3),
+        "lateness_max_ms": round(float(x.max()), 3),
+        "stalls": stalls,
+        "rss_per_rollout_mb": round((peak[0] - rss0) / 1024 / n, 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[10, 25, 50])
+    ap.add_argument("--seconds", type=float, default=8.0)
+    args = ap.parse_args()
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert sim.stdout is not None
+    m = re.search(r"ws://\S+", sim.stdout.readline())
+    assert m
+    url = m.group(0)
+    print(f"machine: {platform.machine()} {os.cpu_count()} cpu, {platform.platform()}")
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            for n in args.n:
+                print(json.dumps(asyncio.run(one_run(url, n, args.seconds, out))), flush=True)
+    finally:
+        sim.terminate()
+        sim.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Many rollouts at once: builtin:timing x 10 at --concurrency 50 against the reference system
+(its own process), no stalls; and resume after a SIGKILL of `rig run` redoes only the
+rollouts that were missing or failed."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.realtime
+
+ITEMS = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
+REPEAT = 10  # 5 items x 10 = 50 rollouts
+
+
+def start_sim() -> tuple[subprocess.Popen[str], str]:
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rig",
+            "sim",
+            "--port",
+            "0",
+            "--reply-s",
+            "3",
+            "--latency-ms",
+            "300",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert sim.stdout is not None
+    line = sim.stdout.readline()
+    m = re.search(r"ws://\S+", line)
+    assert m, line
+    return sim, m.group(0)
+
+
+def run_cmd(url: str, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "rig", "run", "builtin:timing", "--target", url,
+        "--out", str(out), "--run-id", "fleet", "--headless",
+        "--concurrency", "50", "--connect-concurrency", "16", "--repeat", str(REPEAT),
+    ]  # fmt: skip
+
+
+def rollout_ids() -> set[str]:
+    return {f"{item}-r{k}" for item in ITEMS for k in range(REPEAT)}
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_timing_suite_at_concurrency_50_without_stalls(tmp_path: Path) -> None:
+    sim, url = start_sim()
+    try:
+        t = time.monotonic()
+        r = subprocess.run(run_cmd(url, tmp_path), capture_output=True, text=True, timeout=180)
+        wall_s = time.monotonic() - t
+    finally:
+        stop(sim)
+    assert r.returncode in (0, 3), r.stderr[-3000:]
+    run = tmp_path / "fleet"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status_counts"] == {"ok": 50}, manifest["status_counts"]
+    assert manifest["config"]["concurrency"] == 50
+    stalls, verdicts = 0, {}
+    for rid in rollout_ids():
+        m = json.loads((run / "rollouts" / rid / "metrics.json").read_text())
+        stalls += m["uplink"]["stalls"]
+        assert "error" not in m["timing"], m["timing"]
+        verdicts.setdefault(m["item"], set()).add(m["pass"])
+        events = (run / "rollouts" / rid / "events.jsonl").read_text()
+        assert '"kind":"stall"' not in events
+    assert stalls == 0
+    # the reference system answers questions fast and yields to a barge-in (it has barge-in
+    # on); it never backchannels, and it stops talking at a user "mhm" (energy barge-in)
+    assert verdicts["turn_taking"] == {True}
+    assert verdicts["interruption"] == {True}
+    assert verdicts["backchannel"] == {False}
+    assert verdicts["user_backchannel"] == {False}
+    print(f"50 rollouts at concurrency 50 in {wall_s:.1f} s")
+
+
+def test_resume_after_sigkill_redoes_only_missing_or_failed(tmp_path: Path) -> None:
+    sim, url = start_sim()
+    try:
+        proc = subprocess.Popen(
+            run_cmd(url, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        rollouts = tmp_path / "fleet" / "rollouts"
+        deadline = time.monotonic() + 90
+        done: set[str] = set()
+        while time.monotonic() < deadline and len(done) < 5:
+            time.sleep(0.2)
+            done = {p.parent.name for p in rollouts.glob("*/metrics.json")}
+        assert 5 <= len(done) < 50, f"{len(done)} done before the kill"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = {
+            p.parent.name: (p.stat().st_mtime_ns, p.read_bytes())
+            for p in rollouts.glob("*/metrics.json")
+        }
+        partial = {p.name for p in rollouts.iterdir()} - set(before)
+        assert partial, "nothing was mid-run at the kill"
+        r = subprocess.run(run_cmd(url, tmp_path), capture_output=True, text=True, timeout=180)
+    finally:
+        stop(sim)
+    assert r.returncode in (0, 3), r.stderr[-3000:]
+    skipped = set(re.findall(r"^(\S+): already done, skipped$", r.stderr, re.M))
+    assert skipped == set(before)  # finished rollouts are not redone ...
+    for rid, (mtime, raw) in before.items():
+        p = rollouts / rid / "metrics.json"
+        assert p.stat().st_mtime_ns == mtime and p.read_bytes() == raw
+    redone = set(re.findall(r"^(\S+): start$", r.stderr, re.M))
+    assert redone == rollout_ids() - set(before)  # ... the others are, and only once
+    for rid in partial:  # the killed attempts are kept beside, not overwritten
+        assert (rollouts / f"{rid}.failed-1").is_dir()
+    manifest = json.loads((tmp_path / "fleet" / "manifest.json").read_text())
+    assert manifest["status_counts"] == {"ok": 50} and "resumed_from" in manifest
+    for rid in rollout_ids():
+        assert json.loads((rollouts / rid / "metrics.json").read_text())["status"] == "ok"
