@@ -5,25 +5,101 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rig.cli.common import add_run_options, build_specs, run_specs, uplink_rate
-from rig.scenarios import resolve
+from rig.cli.common import add_run_options, build_specs, run_specs, session_config, uplink_rate
+from rig.errors import ConfigError
+from rig.runner import RolloutSpec
+from rig.scenarios import ScenarioItem, resolve
 from rig.summary import print_summary
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="play a scenario into a system as a live participant")
     p.add_argument("scenario", help="WAV file, scenario file (.toml/.json) or builtin:NAME")
-    p.add_argument("--target", required=True, help="ws://host:port/path of the system")
+    p.add_argument("--target", help="ws://host:port/path of the system (not for device)")
     p.add_argument("--transport", default="ws", choices=["ws", "webrtc", "device"])
     p.add_argument(
         "--dialect", default="rig", help="rig (default), raw, openai, grok, gemini, moshi, pipecat"
     )
-    p.add_argument("--sample-rate", type=int, help="uplink rate for the rig dialect (16000)")
+    p.add_argument(
+        "--sample-rate",
+        type=int,
+        help="uplink rate for the rig dialect (16000); device rate (48000)",
+    )
+    g = p.add_argument_group("sound card (--transport device)")
+    g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
+    g.add_argument("--input", help="device the system is recorded from")
+    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+    g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
+    g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
+    g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
+    g.add_argument("--duplex", action="store_true", help="one full-duplex stream")
+    g.add_argument(
+        "--calibration",
+        default="auto",
+        help="auto (stored for this exact path), none, or a calibration JSON file",
+    )
     add_run_options(p)
 
 
+def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
+    """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    from rig.transports.device import (
+        DeviceOptions,
+        device_factory,
+        load_calibration,
+        open_checked,
+        parse_latency,
+        path_key,
+    )
+
+    if not args.output or not args.input:
+        raise ConfigError("--transport device needs --output DEV and --input DEV")
+    if args.concurrency > 1:
+        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
+    opts = DeviceOptions(
+        output=args.output,
+        input=args.input,
+        rate=args.sample_rate or 48_000,
+        channels=args.channels,
+        blocksize=args.blocksize,
+        latency=parse_latency(args.latency),
+        duplex=args.duplex,
+        backend=args.backend,
+    )
+    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
+    key = path_key(stream, opts)
+    cal = load_calibration(args.calibration, key)
+    target = {
+        "transport": "device",
+        **key.as_dict(),
+        "channels": opts.channels,
+        "calibration": None if cal is None else cal.as_dict(),
+        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
+    }
+    specs = []
+    for rep in range(max(1, args.repeat)):
+        for item in items:
+            rid = item.item_id if args.repeat <= 1 else f"{item.item_id}-r{rep}"
+            specs.append(
+                RolloutSpec(
+                    rid,
+                    item.plan,
+                    device_factory(opts, args.calibration),
+                    target,
+                    {**item.meta, "repeat": rep},
+                    session_config(args, item.session),
+                )
+            )
+    return specs
+
+
 def run(args: argparse.Namespace) -> int:
-    rate = uplink_rate(args.dialect, args.sample_rate)
+    if args.transport == "device":
+        rate = args.sample_rate or 48_000
+    else:
+        if not args.target:
+            raise ConfigError(f"--transport {args.transport} needs --target URL")
+        rate = uplink_rate(args.dialect, args.sample_rate)
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
     runner = run_specs(

@@ -86,15 +86,72 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
     p.add_argument(
         "--transport",
-        choices=["ws", "webrtc"],
+        choices=["ws", "webrtc", "device"],
         default="ws",
-        help="webrtc: HTTP offer/answer at http://HOST:PORT/offer (and /api/offer), 48 kHz",
+        help="webrtc: HTTP offer/answer at http://HOST:PORT/offer (and /api/offer), 48 kHz; "
+        "device: listen on --input DEV, reply on --output DEV",
     )
+    add_device_options(p)
     add_sim_knobs(p)
+
+
+def add_device_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sound-card options (--transport device)")
+    g.add_argument("--input", help="input device (name, index or HOSTAPI:NAME)")
+    g.add_argument("--output", help="output device")
+    g.add_argument("--device-rate", type=int, default=48_000, help="device sample rate")
+    g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
+    g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
+    g.add_argument("--duplex", action="store_true", help="one full-duplex stream")
+    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+
+
+def device_options(args: argparse.Namespace) -> Any:
+    from rig.errors import ConfigError
+    from rig.transports.device import DeviceOptions, parse_latency
+
+    if not args.input or not args.output:
+        raise ConfigError("--transport device needs --input DEV and --output DEV")
+    return DeviceOptions(
+        output=args.output,
+        input=args.input,
+        rate=args.device_rate,
+        blocksize=args.blocksize,
+        latency=parse_latency(args.latency),
+        duplex=args.duplex,
+        backend=args.backend,
+    )
+
+
+def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
+    """The reference system on sound cards (one conversation, until SIGINT/SIGTERM)."""
+    from rig.sim.device_server import DeviceSimServer
+
+    opts = device_options(args)
+    if args.reply_wav:  # the engine runs at the device rate
+        reply = load_wav(args.reply_wav, opts.rate).pcm
+
+    async def main() -> None:
+        server = DeviceSimServer(cfg, opts, truth_log=args.truth_log, reply_audio=reply)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+        def ready() -> None:
+            print(f"rig sim listening on device {opts.input} -> {opts.output}", flush=True)
+
+        await server.run(stop, ready)
+        print("rig sim stopped", file=sys.stderr)
+
+    asyncio.run(main())
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     cfg, net, reply = sim_from_args(args)
+    if args.transport == "device":
+        return run_device(args, cfg, reply)
 
     async def main() -> None:
         server: Any
