@@ -78,3 +78,26 @@ def analyze_rollout(
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)
     return out
+
+
+def finish_rollout(
+    rollout_dir: str,
+    metrics: dict[str, Any],
+    observations: Any,
+    *,
+    kind: str | None = None,
+    rules: dict[str, Any] | None = None,
+    analyze: bool = True,
+) -> dict[str, Any]:
+    """Everything that runs after a rollout's stream, in the runner's worker process:
+    the clock fit and latency split, then the two-track timing analysis."""
+    from rig.decompose import apply_decomposition
+
+    metrics = apply_decomposition(metrics, observations)
+    if analyze and isinstance(metrics.get("t0_ns"), int):
+        try:
+            timing = analyze_rollout(rollout_dir, kind=kind, rules=rules, t0_ns=metrics["t0_ns"])
+            metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
+        except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+            metrics = {**metrics, "timing": {"error": f"{type(exc).__name__}: {exc}"}, "pass": None}
+    return metrics

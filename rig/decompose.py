@@ -198,6 +198,18 @@ def observations(session: Any) -> Observations:
     )
 
 
+def apply_decomposition(metrics: dict[str, Any], obs: Observations | None) -> dict[str, Any]:
+    """metrics.json with each response split and the rollout's clock fit (pure, picklable in)."""
+    if obs is None:
+        return metrics
+    try:
+        clock = fit_clock(obs)
+        responses = [{**r, **decompose(r, obs, clock)} for r in metrics.get("responses", [])]
+        return {**metrics, "responses": responses, "clock_fit": clock.as_dict()}
+    except Exception as exc:  # noqa: BLE001 - a failed split must not lose the rollout
+        return {**metrics, "clock_fit": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
 def decompose_responses(
     responses: list[dict[str, Any]], session: Any
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:

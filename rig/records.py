@@ -7,7 +7,7 @@ times are integer nanoseconds on the shared monotonic clock unless the name says
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Direction = Literal["up", "down"]
@@ -36,11 +36,23 @@ class ChunkRecord:
     extra: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        extra = d.pop("extra")
-        out = {k: v for k, v in d.items() if v is not None or k in ("t_sched_ns", "server_ts_ms")}
-        if extra:
-            out.update(extra)
+        out: dict[str, Any] = {
+            "dir": self.dir,
+            "seq": self.seq,
+            "n_samples": self.n_samples,
+            "sample_rate": self.sample_rate,
+            "t_ns": self.t_ns,
+            "t_sched_ns": self.t_sched_ns,
+        }
+        if self.lateness_ns is not None:
+            out["lateness_ns"] = self.lateness_ns
+        out["server_ts_ms"] = self.server_ts_ms
+        if self.play_ns is not None:
+            out["play_ns"] = self.play_ns
+        if self.level_dbfs is not None:
+            out["level_dbfs"] = self.level_dbfs
+        if self.extra:
+            out.update(self.extra)
         return out
 
 

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import sys
 import time
 import uuid
 from collections import Counter
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
-from rig.analyze_rollout import analyze_rollout
+from rig.analyze_rollout import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
 from rig.plan import UserPlan
 from rig.recordings.manifest import build_manifest, utc_now
@@ -90,6 +91,7 @@ class Runner:
         self.analyze = analyze
         self.analysis_timeout_s = analysis_timeout_s
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._phase_counter = 0
         self.analysis_error: str | None = None
         self.run_id = run_id or new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
@@ -149,6 +151,15 @@ class Runner:
         # full collections, which otherwise pause the loop for tens of ms mid-stream
         gc.collect()
         gc.freeze()
+        # full (generation 2) collections scan every object and took 15-45 ms mid-stream at
+        # 50 rollouts: a pause of every stream at once. Young generations still collect; the
+        # full collection runs when the run is over.
+        saved_gc = gc.get_threshold()
+        gc.set_threshold(saved_gc[0], saved_gc[1], 1_000_000)
+        # the writer thread and the live view share the GIL with the audio loop: hand it back
+        # every 1 ms instead of every 5 ms, so no frame waits more than that for it
+        saved_switch_s = sys.getswitchinterval()
+        sys.setswitchinterval(min(saved_switch_s, 0.001))
         gate = asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
@@ -172,6 +183,8 @@ class Runner:
         try:
             await asyncio.gather(*(one(s) for s in todo))
         finally:
+            sys.setswitchinterval(saved_switch_s)
+            gc.set_threshold(*saved_gc)
             gc.unfreeze()
             if self._pool is not None:
                 pool, self._pool = self._pool, None
@@ -207,9 +220,11 @@ class Runner:
                 publish,
                 spec.meta,
                 write_metrics=False,
+                phase=self._next_phase(),
             )
             metrics = await session.run()
-            metrics = await self._finish_metrics(d, spec, metrics)
+            metrics = await self._finish_metrics(d, spec, metrics, session.observations)
+            session.publish_results(metrics)
         except Exception as exc:  # noqa: BLE001 - one rollout failing never takes down the others
             metrics = {
                 "status": "error",
@@ -230,8 +245,21 @@ class Runner:
         )
         return metrics
 
+    def _next_phase(self) -> float:
+        """Spread streams over the frame period: 0, 1/2, 1/4, 3/4, ... (bit-reversal order),
+        so that any number of concurrent streams are near-evenly spaced."""
+        k = self._phase_counter
+        self._phase_counter += 1
+        phase, bit = 0.0, 0.5
+        while k:
+            if k & 1:
+                phase += bit
+            k >>= 1
+            bit /= 2
+        return phase
+
     async def _finish_metrics(
-        self, d: str, spec: RolloutSpec, metrics: dict[str, Any]
+        self, d: str, spec: RolloutSpec, metrics: dict[str, Any], observations: Any = None
     ) -> dict[str, Any]:
         """Wait for the rollout's files, add `timing` and `pass`, write metrics.json once."""
         loop = asyncio.get_running_loop()
@@ -239,26 +267,35 @@ class Runner:
         self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
             await asyncio.wait_for(written, self.analysis_timeout_s)
-            if self.analyze and isinstance(metrics.get("t0_ns"), int):
-                timing = await asyncio.wait_for(
+            if self.analyze:
+                metrics = await asyncio.wait_for(
                     loop.run_in_executor(
                         self._analysis_pool(),
                         functools.partial(
-                            analyze_rollout,
+                            finish_rollout,
                             d,
+                            metrics,
+                            observations,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
-                            t0_ns=metrics["t0_ns"],
                         ),
                     ),
                     self.analysis_timeout_s,
                 )
-                metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
-            elif self.analysis_error:
+            else:
+                # no worker process: the split is still needed, in a thread (it is short)
+                from rig.decompose import apply_decomposition
+
+                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+            if self.analysis_error:
                 metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
+            if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
+                from rig.decompose import apply_decomposition
+
+                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
             metrics = {
                 **metrics,
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},

@@ -67,10 +67,14 @@ class Session:
         meta: dict[str, Any] | None = None,
         *,
         write_metrics: bool = True,
+        phase: float | None = None,
     ) -> None:
         self.rollout_id = rollout_id
         # False: the caller writes metrics.json (the runner adds timing after analysis)
         self.write_metrics = write_metrics
+        #: where in the frame period this stream's deadlines fall (0..1); the runner spreads
+        #: concurrent streams over the period so their sends never pile up on one instant
+        self.phase = phase
         self.meta = meta or {}
         self.transport = transport
         self.plan = plan
@@ -104,6 +108,8 @@ class Session:
         self._onset_detector: OnsetDetector | None = None
         self._recv_error: BaseException | None = None
         self._pending_truncate: dict[str, Any] | None = None
+        self.director: Director | None = None
+        self.observations: Any = None  # rig.decompose.Observations, taken at close
 
     # --- telemetry ----------------------------------------------------------------------
 
@@ -128,6 +134,9 @@ class Session:
         except RigError as exc:
             return await self._finish_early(exc, t_open)
         t0 = self.clock.now_ns() + round(self.cfg.start_lead_ms * NS_PER_MS)
+        if self.phase is not None:
+            frame_ns = round(self.pacer_cfg.frame_ns)
+            t0 += (round(self.phase * frame_ns) - t0) % frame_ns
         self.pacer = Pacer(self.pacer_cfg, t0)
         self.status = "running"
         self.event(
@@ -521,13 +530,14 @@ class Session:
                 else self.pacer.timeline_ns(nxt.speech_start_sample)
             )
         responses = match_responses(user_ends, self.onsets, next_starts)
+        # The clock fit and the latency split are analysis: a copy of what they need is taken
+        # here (cheap), the work itself runs after the stream (in the runner's worker process,
+        # or inline below for a session used on its own).
         clock_fit: dict[str, Any] | None = None
         try:
-            from rig.decompose import decompose_responses
+            from rig.decompose import observations
 
-            responses, clock_fit = decompose_responses(responses, self)
-        except ImportError:
-            pass
+            self.observations = observations(self)
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             clock_fit = {"error": f"{type(exc).__name__}: {exc}"}
         if self.down_rows:
@@ -569,9 +579,20 @@ class Session:
                 metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
         self.event("session.end", t_end, status=self.status, reason=self.reason)
         if self.write_metrics:
+            from rig.decompose import apply_decomposition
+
+            metrics = apply_decomposition(metrics, self.observations)
             self.rec.metrics(metrics)
         self.rec.close()
-        for r in responses:
+        if self.write_metrics:
+            self.publish_results(metrics)
+        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
+        return metrics
+
+    def publish_results(self, metrics: dict[str, Any]) -> None:
+        """Response latencies (with their split) and the clock fit, for live views."""
+        clock_fit = metrics.get("clock_fit")
+        for r in metrics.get("responses", []):
             if r.get("latency_ms") is not None:
                 parts = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
                 self.publish(
@@ -593,8 +614,6 @@ class Session:
                     "rtt_ms": rtt.get("rtt_p50_ms") if isinstance(rtt, dict) else None,
                 },
             )
-        self.publish("status", {"state": "done", "status": self.status, "reason": self.reason})
-        return metrics
 
 
 def _drift_ms(lateness_ns: list[int], window: int = 50) -> float | None:

@@ -170,9 +170,9 @@ class RecordingWriter:
         if files is None:
             return None
         if op == "chunk":
-            files.chunk_lines.append(_json_line(item[2]))
+            files.chunk_lines.append(_json_line(item[2].to_json()))
         elif op == "event":
-            files.event_lines.append(_json_line(item[2]))
+            files.event_lines.append(_json_line(item[2].to_json()))
         elif op == "user":
             files.user.append(item[2])
         elif op == "system":
@@ -234,10 +234,10 @@ class RolloutRecorder:
         self.closed = False
 
     def chunk(self, record: ChunkRecord) -> None:
-        self.writer.put(("chunk", self.dir, record.to_json()))
+        self.writer.put(("chunk", self.dir, record))  # serialised by the writer thread
 
     def event(self, record: EventRecord) -> None:
-        self.writer.put(("event", self.dir, record.to_json()))
+        self.writer.put(("event", self.dir, record))
 
     def user_audio(self, pcm: Pcm16) -> None:
         self.writer.put(("user", self.dir, pcm.copy()))
