@@ -99,11 +99,28 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
     return make
 
 
-def uplink_rate(dialect: str, requested: int | None) -> int:
+def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
     if dialect in ("rig", "raw"):
         return requested or 16_000
-    d = get_dialect(dialect)
+    d = get_dialect(dialect, **(options or {}))
     return d.uplink_rate
+
+
+def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
+    """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
+    null, lists), plain strings otherwise. Credentials never go here: they come from env."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def build_specs(
@@ -120,7 +137,12 @@ def build_specs(
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
     specs = []
-    preferred = getattr(get_dialect(dialect), "frame_ms", None)  # e.g. Moshi's 80 ms
+    options = parse_dialect_options(getattr(args, "dialect_opt", None))
+    try:
+        probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
+    except TypeError as exc:
+        raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
+    preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
     for rep in range(max(1, args.repeat)):
         for item in items:
@@ -131,7 +153,7 @@ def build_specs(
                     item.plan,
                     webrtc_factory(target_url, dialect, item.plan.sample_rate)
                     if transport == "webrtc"
-                    else ws_factory(target_url, dialect, item.plan.sample_rate, {}),
+                    else ws_factory(target_url, dialect, item.plan.sample_rate, options),
                     {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                     {**item.meta, "repeat": rep},
                     session_config(args, {**frame, **(item.session or {})}),

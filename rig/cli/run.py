@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rig.cli.common import add_run_options, build_specs, run_specs, session_config, uplink_rate
+from rig.cli.common import (
+    add_run_options,
+    build_specs,
+    parse_dialect_options,
+    run_specs,
+    session_config,
+    uplink_rate,
+)
 from rig.errors import ConfigError
 from rig.runner import RolloutSpec
 from rig.scenarios import ScenarioItem, resolve
@@ -19,6 +26,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--transport", default="ws", choices=["ws", "webrtc", "device"])
     p.add_argument(
         "--dialect", default="rig", help="rig (default), raw, openai, grok, gemini, moshi, pipecat"
+    )
+    p.add_argument(
+        "--dialect-opt",
+        action="append",
+        metavar="KEY=VALUE",
+        help="dialect option, repeatable (e.g. turn_detection=manual, model=..., voice=...)",
     )
     p.add_argument(
         "--sample-rate",
@@ -99,7 +112,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.target:
             raise ConfigError(f"--transport {args.transport} needs --target URL")
-        rate = uplink_rate(args.dialect, args.sample_rate)
+        if args.transport == "webrtc":
+            rate = args.sample_rate or 48_000  # Opus runs at 48 kHz: no resampling on the way
+        else:
+            rate = uplink_rate(
+                args.dialect, args.sample_rate, parse_dialect_options(args.dialect_opt)
+            )
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
     runner = run_specs(
@@ -110,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             "scenario": args.scenario,
             "transport": args.transport,
             "dialect": args.dialect,
+            "dialect_options": parse_dialect_options(args.dialect_opt),
             "sample_rate": rate,
             "session": specs[0].session_config.as_dict()
             if specs and specs[0].session_config
