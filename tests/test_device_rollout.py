@@ -245,7 +245,7 @@ def test_device_loss_ends_the_rollout_with_device_error(tmp_path: Path) -> None:
             if p.exists() and p.read_text().count('"dir":"down"') > 100:
                 break
             time.sleep(0.1)
-        jackd.kill()
+        jackd.terminate()  # the device goes away (a clean exit keeps JACK's registry tidy)
         jackd.wait(10)
         try:
             _, err = proc.communicate(timeout=30)

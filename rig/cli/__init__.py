@@ -61,7 +61,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    _exit_if_portaudio_wedged(code)
     return code
+
+
+def _exit_if_portaudio_wedged(code: int) -> None:
+    """A lost sound device can leave PortAudio unable to terminate (its atexit hook would
+    hang the process forever). Everything the run recorded is already on disk: exit now."""
+    backend = sys.modules.get("rig.device.backend")
+    reason = getattr(backend, "PORTAUDIO_WEDGED", None) if backend is not None else None
+    if reason:
+        import os
+
+        print(f"rig: exiting without PortAudio shutdown: {reason}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -812,8 +812,20 @@ class DeviceStream:
                 return
             self._closed = True
         streams, self._streams = self._streams, []
-        # stop/close call into PortAudio and wait for its thread: keep them off the loop
-        await asyncio.to_thread(_stop_all, streams)
+        # stop/close call into PortAudio and wait for its thread: keep them off the loop. After
+        # the device (or the JACK server) has gone, PortAudio's abort can block forever: wait
+        # a bounded time in a daemon thread, then give the streams up.
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                _stop_all(streams)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name="rig-device-stop", daemon=True).start()
+        if not await asyncio.to_thread(done.wait, STOP_TIMEOUT_S):
+            mark_portaudio_wedged(f"stream stop did not return within {STOP_TIMEOUT_S} s")
         self._queue.put_nowait(StreamEnded("duplex", self._clock.now_ns()))
 
     def describe(self) -> dict[str, Any]:
@@ -826,6 +838,18 @@ class DeviceStream:
             "reported_input_latency_ms": None if lat.input_s is None else lat.input_s * 1e3,
             "reported_output_latency_ms": None if lat.output_s is None else lat.output_s * 1e3,
         }
+
+
+#: how long closing a stream may take before it is given up (a lost device can hang it)
+STOP_TIMEOUT_S = 3.0
+#: why PortAudio can no longer be shut down cleanly in this process (None: it can)
+PORTAUDIO_WEDGED: str | None = None
+
+
+def mark_portaudio_wedged(reason: str) -> None:
+    """Remember that a PortAudio call hung: the CLI then exits without Pa_Terminate."""
+    global PORTAUDIO_WEDGED
+    PORTAUDIO_WEDGED = reason
 
 
 def _stop_all(streams: list[RawStream]) -> None:

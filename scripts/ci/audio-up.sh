@@ -41,6 +41,12 @@ wait_for() {  # wait_for SECONDS CMD...: poll until CMD succeeds
 if jack_lsp >/dev/null 2>&1; then
     log "jackd already running"
 else
+    # Servers killed without a clean exit leave their entries in JACK's shared-memory
+    # registry; once it is full, no new server starts ("Too many servers already active").
+    # With no jackd running at all, nothing in it is alive: clear it.
+    if ! pgrep -x jackd >/dev/null 2>&1; then
+        rm -f /dev/shm/jack-* /dev/shm/jack_* /dev/shm/jack-shm-registry 2>/dev/null || true
+    fi
     # --no-realtime: CI containers rarely grant SCHED_FIFO; the dummy backend does not
     # need it. -L 2: two loopback ports (the long form --loopback segfaults in jackd2
     # 1.9.21). -p is the period in frames; -w (µs between cycles) must match it.
