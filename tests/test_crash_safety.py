@@ -12,31 +12,13 @@ import pytest
 import soundfile as sf
 
 from rig.recordings.wav import read_wav
+from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
 
 
 def test_sigkill_mid_stream_keeps_everything_up_to_the_last_second(tmp_path) -> None:
-    sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rig",
-            "sim",
-            "--port",
-            "0",
-            "--latency-ms",
-            "100",
-            "--endpoint-silence-ms",
-            "300",
-            "--reply-s",
-            "3",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert sim.stdout is not None
-    url = sim.stdout.readline().split()[-1]
+    sim, url = start_sim("--latency-ms", "100", "--endpoint-silence-ms", "300", "--reply-s", "3")
     out = tmp_path / "out"
     try:
         run = subprocess.Popen(
@@ -64,8 +46,7 @@ def test_sigkill_mid_stream_keeps_everything_up_to_the_last_second(tmp_path) -> 
         run.send_signal(signal.SIGKILL)
         run.wait(10)
     finally:
-        sim.terminate()
-        sim.wait(10)
+        stop_sim(sim)
     d = out / "k" / "rollouts" / "turn_what"
     assert not (d / "metrics.json").exists()  # it really died mid-run
     # WAVs open with a standard reader, and the repairing reader sees at least as much

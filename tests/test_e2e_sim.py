@@ -8,21 +8,15 @@ import sys
 import pytest
 
 from rig.sim.truth import read_truth
+from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
 
 
 def _start_sim(tmp_path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
     truth = str(tmp_path / "truth.jsonl")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rig", "sim", "--port", "0", "--truth-log", truth, *extra],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, line
-    return proc, line.split()[-1], truth
+    proc, url = start_sim("--truth-log", truth, *extra)
+    return proc, url, truth
 
 
 def _run(tmp_path, url: str, *extra: str) -> tuple[int, dict]:
@@ -70,8 +64,7 @@ def test_latency_matches_ground_truth_within_5ms(tmp_path, speed: str) -> None:
     try:
         code, m = _run(tmp_path, url)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_sim(proc)
     assert code == 0, m
     truth = read_truth(truth_path)
     end = next(t for t in truth if t["event"] == "speech_end")

@@ -13,35 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.simproc import start_sim, stop_sim
+
 pytestmark = pytest.mark.realtime
 
 ITEMS = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
 REPEAT = 10  # 5 items x 10 = 50 rollouts
 
 
-def start_sim() -> tuple[subprocess.Popen[str], str]:
-    sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rig",
-            "sim",
-            "--port",
-            "0",
-            "--reply-s",
-            "3",
-            "--latency-ms",
-            "300",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert sim.stdout is not None
-    line = sim.stdout.readline()
-    m = re.search(r"ws://\S+", line)
-    assert m, line
-    return sim, m.group(0)
+def start_fleet_sim() -> tuple[subprocess.Popen[str], str]:
+    return start_sim("--reply-s", "3", "--latency-ms", "300")
 
 
 def run_cmd(url: str, out: Path) -> list[str]:
@@ -56,23 +37,14 @@ def rollout_ids() -> set[str]:
     return {f"{item}-r{k}" for item in ITEMS for k in range(REPEAT)}
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def test_timing_suite_at_concurrency_50_without_stalls(tmp_path: Path) -> None:
-    sim, url = start_sim()
+    sim, url = start_fleet_sim()
     try:
         t = time.monotonic()
         r = subprocess.run(run_cmd(url, tmp_path), capture_output=True, text=True, timeout=180)
         wall_s = time.monotonic() - t
     finally:
-        stop(sim)
+        stop_sim(sim)
     assert r.returncode in (0, 3), r.stderr[-3000:]
     run = tmp_path / "fleet"
     manifest = json.loads((run / "manifest.json").read_text())
@@ -97,7 +69,7 @@ def test_timing_suite_at_concurrency_50_without_stalls(tmp_path: Path) -> None:
 
 
 def test_resume_after_sigkill_redoes_only_missing_or_failed(tmp_path: Path) -> None:
-    sim, url = start_sim()
+    sim, url = start_fleet_sim()
     try:
         proc = subprocess.Popen(
             run_cmd(url, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -119,7 +91,7 @@ def test_resume_after_sigkill_redoes_only_missing_or_failed(tmp_path: Path) -> N
         assert partial, "nothing was mid-run at the kill"
         r = subprocess.run(run_cmd(url, tmp_path), capture_output=True, text=True, timeout=180)
     finally:
-        stop(sim)
+        stop_sim(sim)
     assert r.returncode in (0, 3), r.stderr[-3000:]
     skipped = set(re.findall(r"^(\S+): already done, skipped$", r.stderr, re.M))
     assert skipped == set(before)  # finished rollouts are not redone ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rig.clock.base import Clock
@@ -123,6 +124,14 @@ def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def repeated(items: list[ScenarioItem], repeat: int) -> Iterator[tuple[str, ScenarioItem, int]]:
+    """(rollout id, item, repeat index) for every item `repeat` times; ids stay plain when
+    there is one repeat, so a run directory's rollouts are named after their items."""
+    for rep in range(max(1, repeat)):
+        for item in items:
+            yield (item.item_id if repeat <= 1 else f"{item.item_id}-r{rep}"), item, rep
+
+
 def build_specs(
     items: list[ScenarioItem],
     args: argparse.Namespace,
@@ -144,21 +153,19 @@ def build_specs(
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
     preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
-    for rep in range(max(1, args.repeat)):
-        for item in items:
-            rid = item.item_id if args.repeat <= 1 else f"{item.item_id}-r{rep}"
-            specs.append(
-                RolloutSpec(
-                    rid,
-                    item.plan,
-                    webrtc_factory(target_url, dialect, item.plan.sample_rate)
-                    if transport == "webrtc"
-                    else ws_factory(target_url, dialect, item.plan.sample_rate, options),
-                    {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
-                    {**item.meta, "repeat": rep},
-                    session_config(args, {**frame, **(item.session or {})}),
-                )
+    for rid, item, rep in repeated(items, args.repeat):
+        specs.append(
+            RolloutSpec(
+                rid,
+                item.plan,
+                webrtc_factory(target_url, dialect, item.plan.sample_rate)
+                if transport == "webrtc"
+                else ws_factory(target_url, dialect, item.plan.sample_rate, options),
+                {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
+                {**item.meta, "repeat": rep},
+                session_config(args, {**frame, **(item.session or {})}),
             )
+        )
     return specs
 
 

@@ -9,6 +9,7 @@ from rig.cli.common import (
     add_run_options,
     build_specs,
     parse_dialect_options,
+    repeated,
     run_specs,
     session_config,
     uplink_rate,
@@ -90,19 +91,17 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
         "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
     }
     specs = []
-    for rep in range(max(1, args.repeat)):
-        for item in items:
-            rid = item.item_id if args.repeat <= 1 else f"{item.item_id}-r{rep}"
-            specs.append(
-                RolloutSpec(
-                    rid,
-                    item.plan,
-                    device_factory(opts, args.calibration),
-                    target,
-                    {**item.meta, "repeat": rep},
-                    session_config(args, item.session),
-                )
+    for rid, item, rep in repeated(items, args.repeat):
+        specs.append(
+            RolloutSpec(
+                rid,
+                item.plan,
+                device_factory(opts, args.calibration),
+                target,
+                {**item.meta, "repeat": rep},
+                session_config(args, item.session),
             )
+        )
     return specs
 
 

@@ -34,7 +34,6 @@ import dataclasses
 import itertools
 import json
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 import av
@@ -47,7 +46,7 @@ from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S, Clock, MonotonicClock
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.netdelay import DelayLine
-from rig.sim.server import NetConfig, ServerClock
+from rig.sim.server import NetConfig, ServerClock, SimServerState
 from rig.sim.truth import TruthLog
 from rig.transports.webrtc.peer import PeerTap, gather_on, make_peer
 from rig.transports.webrtc.stats import RtcpLedger, rtp_diff
@@ -90,13 +89,6 @@ class OpusPacketDecoder:
         return np.ascontiguousarray(np.concatenate(out), dtype=np.int16)
 
 
-@dataclass
-class WebRtcSimState:
-    connections: int = 0
-    active: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
 class WebRtcSimServer:
     def __init__(
         self,
@@ -117,7 +109,7 @@ class WebRtcSimServer:
         self.server_clock = ServerClock(
             self.clock.now_ns(), self.net.clock_offset_ms, self.net.clock_drift_ppm
         )
-        self.state = WebRtcSimState()
+        self.state = SimServerState()
         self._ids = itertools.count(1)
         self._server: asyncio.Server | None = None
         self.sessions: dict[int, _RtcSession] = {}
