@@ -172,3 +172,55 @@ def test_aggregate_without_manifest_or_rollouts(tmp_path: Path) -> None:
     assert "0 rollouts" in format_report(rep)
     with pytest.raises(ConfigError):
         aggregate(tmp_path / "nope")
+
+
+def test_report_prints_the_decomposition_and_clock_fits(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    for i, model in enumerate((300.0, 320.0, 340.0)):
+        d = run / "rollouts" / f"r{i}"
+        d.mkdir(parents=True)
+        resp = {
+            "latency_ms": model + 60,
+            "uplink_ms": 20.0,
+            "uplink_err_ms": 2.0,
+            "model_ms": model,
+            "model_err_ms": 1.0,
+            "downlink_ms": 30.0,
+            "downlink_err_ms": 2.0,
+            "queue_ms": 10.0,
+            "queue_err_ms": 0.0,
+        }
+        fit = {
+            "method": "envelope-two-way",
+            "drift_ppm": 12.5,
+            "drift_err_ppm": 3.0,
+            "offset_err_ms": 0.4,
+            "rtt": {"rtt_p50_ms": 50.2},
+        }
+        (d / "metrics.json").write_text(
+            json.dumps(
+                {
+                    "status": "ok",
+                    "scenario": "s",
+                    "item": f"i{i}",
+                    "responses": [resp],
+                    "clock_fit": fit,
+                }
+            )
+        )
+    (run / "manifest.json").write_text(json.dumps({"run_id": "run", "seed": 0}))
+    r = subprocess.run(
+        [sys.executable, "-m", "rig", "report", str(run)],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": ""},
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "latency decomposition" in r.stdout
+    assert "320.0 [310.0–330.0] ±1.0" in r.stdout  # model: median [p25–p75] ±error
+    assert "envelope-two-way" in r.stdout and "12.5 ±3.0" in r.stdout

@@ -273,7 +273,6 @@ def render_table(report: dict[str, Any]) -> Any:
         ("IQR ms", "right"),
         ("95% CI ms", "right"),
         ("pass", "right"),
-        ("components p50 ms", "left"),
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for sc in report["scenarios"]:
@@ -295,21 +294,39 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
     )
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
-    comps = " ".join(
-        f"{c[:-3]} {_fmt(v.get('median'))}±{_fmt(v.get('err_ms_median'))}"
-        for c, v in g["components"].items()
-    )
     status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
-    return [
-        name,
-        str(g["n"]),
-        status,
-        _fmt(lat.get("median")),
-        _fmt(lat.get("iqr")),
-        ci,
-        passed,
-        comps or "-",
+    return [name, str(g["n"]), status, _fmt(lat.get("median")), _fmt(lat.get("iqr")), ci, passed]
+
+
+def render_decomposition(report: dict[str, Any]) -> Any:
+    """A rich Table of the latency split: per component median [p25–p75] ±median error, ms.
+
+    None when no response of the run has a split (no clock fit could support one)."""
+    from rich.table import Table
+
+    groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
+        (f"  {it['item']}", it)
+        for it in report["items"]
+        if not (len(report["items"]) == 1 and it["item"] == "default")
     ]
+    if not any(g["components"] for _, g in groups):
+        return None
+    t = Table(title="latency decomposition, ms: median \\[p25–p75] ±error", title_justify="left")
+    t.add_column("scenario / item")
+    for c in COMPONENTS:
+        t.add_column(c[: -len("_ms")], justify="right")
+    for name, g in sorted(groups, key=lambda x: x[0].strip()):
+        cells = []
+        for c in COMPONENTS:
+            v = g["components"].get(c)
+            if not v:
+                cells.append("n/a")
+                continue
+            spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
+            err = _fmt(v.get("err_ms_median"), 1)
+            cells.append(f"{_fmt(v.get('median'), 1)} {spread} ±{err}  (n={v.get('n')})")
+        t.add_row(name, *cells)
+    return t
 
 
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
@@ -318,6 +335,9 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
 
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
     console.print(render_table(report))
+    decomposition = render_decomposition(report)
+    if decomposition is not None:
+        console.print(decomposition)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
     return console.export_text()

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from rig.analysis.aggregate import aggregate, render_table, write_csv
+from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
 from rig.errors import ConfigError
 from rig.summary import load_rollouts, summary_table
 
@@ -51,8 +51,43 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rollouts:
         console.print(summary_table(rollouts))
     console.print(render_table(report))
+    decomposition = render_decomposition(report)
+    if decomposition is not None:
+        console.print(decomposition)
+        console.print(clock_fit_table(rollouts))
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
     if args.csv:
         console.print(f"CSV: {args.csv}")
     return 0
+
+
+def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
+    """Per rollout: how the server clock was fitted, and how well (what the split rests on)."""
+    from rich.table import Table
+
+    t = Table(title="server clock fits", title_justify="left")
+    for col in ("rollout", "method", "drift ppm", "offset ±ms", "RTT p50 ms", "note"):
+        t.add_column(col, justify="left" if col in ("rollout", "method", "note") else "right")
+    for m in rollouts:
+        fit = m.get("clock_fit")
+        if not isinstance(fit, dict):
+            t.add_row(str(m.get("rollout_id")), "-", "-", "-", "-", "no clock fit")
+            continue
+        rtt: dict[str, Any] = fit["rtt"] if isinstance(fit.get("rtt"), dict) else {}
+
+        def f(x: Any, nd: int = 1) -> str:
+            return "-" if not isinstance(x, int | float) else f"{x:.{nd}f}"
+
+        drift = f(fit.get("drift_ppm"))
+        if isinstance(fit.get("drift_err_ppm"), int | float):
+            drift += f" ±{f(fit.get('drift_err_ppm'))}"
+        t.add_row(
+            str(m.get("rollout_id")),
+            str(fit.get("method", "-")),
+            drift,
+            f(fit.get("offset_err_ms"), 2),
+            f(rtt.get("rtt_p50_ms"), 2),
+            str(fit.get("reason") or fit.get("error") or ""),
+        )
+    return t
