@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +41,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--mqtt",
+        help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
+        "password also from RIG_MQTT_PASSWORD)",
+    )
+    p.add_argument("--detail", help="rollout shown in the live view's detail panel")
+    p.add_argument(
+        "--device-clock",
+        metavar="DEVICE_ID",
+        help="probe this device's clock over MQTT (needs --mqtt) and fit it onto the shared "
+        "clock; writes device_clock.json into the run directory",
+    )
+    p.add_argument("--device-probe-interval-s", type=float, default=0.5)
     p.add_argument(
         "--probe-interval-s",
         type=float,
@@ -215,9 +230,38 @@ async def _run_specs(
                     refresh_hz=refresh_hz,
                 )
             )
+        device_probe = None
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
 
             await stack.enter_async_context(MqttPublisher(bus, parse_mqtt_url(args.mqtt)))
-        await runner.run(specs)
+            if getattr(args, "device_clock", None):
+                from rig.telemetry.deviceclock import DeviceClockProbe
+
+                device_probe = await stack.enter_async_context(
+                    DeviceClockProbe(
+                        parse_mqtt_url(args.mqtt), runner.run_id, args.device_clock, bus=bus
+                    )
+                )
+        elif getattr(args, "device_clock", None):
+            raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
+        probing = (
+            asyncio.create_task(device_probe.probe_every(args.device_probe_interval_s))
+            if device_probe is not None
+            else None
+        )
+        try:
+            await runner.run(specs)
+        finally:
+            if probing is not None and device_probe is not None:
+                probing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await probing
+                from rig.recordings.writer import write_json_atomic
+
+                await asyncio.to_thread(
+                    write_json_atomic,
+                    os.path.join(runner.run_dir, "device_clock.json"),
+                    device_probe.summary(),
+                )
     return runner

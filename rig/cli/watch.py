@@ -103,5 +103,8 @@ async def _all_done(dash: Any) -> None:
     while True:
         await asyncio.sleep(0.1)
         snap = dash.snapshot
-        if snap.rollouts and all(r.state == "done" for r in snap.rollouts):
+        # rollouts that reported a lifecycle (a device clock's pseudo-rollout only sends
+        # clock events and stays "pending": it has no end to wait for)
+        live = [r for r in snap.rollouts if r.state != "pending"]
+        if live and all(r.state == "done" for r in live):
             return

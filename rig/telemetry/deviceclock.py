@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from rig.clock import NS_PER_MS, Clock, MonotonicClock
+from rig.clock.fit import fit_two_way
+from rig.clock.mapping import ClockMap, FitRefusal
 from rig.errors import ProtocolError
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
@@ -203,6 +207,44 @@ class DeviceClockProbe:
                 )
             )
         return sample
+
+    def fit(self) -> ClockMap | FitRefusal:
+        """The device clock fitted onto the shared clock: the two one-way envelopes of the
+        four-timestamp exchanges (offset and drift, uncertainty half the minimum round trip),
+        exactly as a server clock is fitted."""
+        s = self.samples
+        if not s:
+            return FitRefusal("envelope-two-way", 0, "no probe was answered")
+        t0, t1, t2, t3 = (np.asarray(col, dtype=np.int64) for col in zip(*s, strict=True))
+        return fit_two_way(t2, t3, t0, t1)
+
+    def mapped_events(self, fit: ClockMap | FitRefusal | None = None) -> list[dict[str, Any]]:
+        """The device's own events on the shared clock (`t_ns`), beside their arrival time."""
+        fit = self.fit() if fit is None else fit
+        out = []
+        for (dev_ts, arrival), payload in zip(
+            self.collector.events, self.collector.event_payloads, strict=False
+        ):
+            local = fit.to_local(dev_ts) if isinstance(fit, ClockMap) else None
+            out.append({**payload, "device_ts_ns": dev_ts, "t_ns": local, "arrival_ns": arrival})
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """What a run records about the device clock (device_clock.json)."""
+        fit = self.fit()
+        return {
+            "device_id": self.collector.device_id,
+            "probes_answered": len(self.samples),
+            "malformed": self.malformed,
+            "fit": fit.as_dict(),
+            "events": self.mapped_events(fit),
+        }
+
+    async def probe_every(self, interval_s: float, timeout_s: float = 1.0) -> None:
+        """Probe until cancelled (for the length of a run)."""
+        while True:
+            await self.probe(timeout_s)
+            await asyncio.sleep(interval_s)
 
     async def probe_many(self, n: int, interval_s: float = 0.05, timeout_s: float = 1.0) -> int:
         """`n` probes `interval_s` apart; returns how many were answered."""
