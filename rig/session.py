@@ -164,7 +164,7 @@ class Session:
         finally:
             if probe is not None:
                 probe.cancel()
-            if self.status == "running" and self.cfg.send_end:
+            if self.status in ("running", "ok", "no_audio", "timed_out") and self.cfg.send_end:
                 with contextlib.suppress(RigError):
                     await self.transport.send_event("end", {})
             recv.cancel()

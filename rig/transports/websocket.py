@@ -25,31 +25,33 @@ from rig.errors import ProtocolError, TransportError
 from rig.transports.base import DownEvent, Incoming, Pcm16
 
 
-class StampedConnection(ClientConnection):
-    """A client connection that remembers when each message's last byte came off the socket."""
+class ArrivalStamps:
+    """Mixin for a websockets connection: remember when each message's last byte came off
+    the socket (`stamps`, one per complete data message, in order)."""
+
+    _rx_ns: int
+    stamps: collections.deque[int]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rx_ns = 0
-        self.stamps: collections.deque[int] = collections.deque()
+        self.stamps = collections.deque()
 
     def data_received(self, data: bytes) -> None:
         self._rx_ns = time.monotonic_ns()
-        super().data_received(data)
+        super().data_received(data)  # type: ignore[misc]
 
     def process_event(self, event: Any) -> None:
-        if (
-            isinstance(event, Frame)
-            and event.fin
-            and event.opcode
-            in (
-                Opcode.TEXT,
-                Opcode.BINARY,
-                Opcode.CONT,
-            )
-        ):
+        if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
             self.stamps.append(self._rx_ns)
-        super().process_event(event)
+        super().process_event(event)  # type: ignore[misc]
+
+
+class StampedConnection(ArrivalStamps, ClientConnection):
+    """A client connection that remembers when each message's last byte came off the socket."""
+
+
+DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
 def redact_url(url: str) -> str:

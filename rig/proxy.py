@@ -1,0 +1,259 @@
+"""`rig proxy`: a recording WebSocket proxy between a client and a voice system.
+
+How this works: every client connection gets its own upstream connection (the upstream URL,
+with the client's path and query appended when the upstream URL has none). Two pump tasks
+forward messages unchanged, one per direction. Each message is stamped on the shared clock
+when it came off the socket (the same stamping connection the rig's transport uses on its
+own client side) and again right after it was handed on, so the log shows both when things
+happened and what the proxy itself added. Records go to the writer thread: the pumps never
+wait on the disk.
+
+Only metadata is logged (direction, sizes, times, the JSON `type` of text messages): payloads
+can carry credentials or personal audio. Credentials in the client's handshake headers
+(Authorization, api-key headers) are passed upstream and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from rig.metrics import lateness_summary
+from rig.recordings.manifest import redact
+from rig.recordings.writer import write_json_atomic
+from rig.transports.websocket import StampedConnection, redact_url
+
+#: handshake headers passed from the client to the upstream system (never logged)
+FORWARDED_HEADERS = (
+    "authorization",
+    "openai-beta",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "user-agent",
+)
+
+
+@dataclass
+class ConnectionLog:
+    conn: int
+    dir: str
+    path: str
+    messages: int = 0
+    proxy_delay_ns: dict[str, list[int]] = field(default_factory=lambda: {"up": [], "down": []})
+    counts: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
+    bytes: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
+    closed_by: str | None = None
+    error: str | None = None
+
+
+def upstream_for(upstream: str, client_path: str) -> str:
+    """The upstream URL for a client: the client's path and query when upstream has none."""
+    up = urlsplit(upstream)
+    if up.path not in ("", "/") or up.query:
+        return upstream
+    cp = urlsplit(client_path)
+    return urlunsplit((up.scheme, up.netloc, cp.path or "/", cp.query, ""))
+
+
+def message_meta(message: str | bytes) -> dict[str, Any]:
+    if isinstance(message, bytes):
+        return {"kind": "binary", "bytes": len(message)}
+    meta: dict[str, Any] = {"kind": "text", "bytes": len(message.encode("utf-8"))}
+    with contextlib.suppress(ValueError, AttributeError):
+        obj = json.loads(message)
+        if isinstance(obj, dict) and isinstance(obj.get("type"), str):
+            meta["type"] = obj["type"]
+    return meta
+
+
+class RecordingProxy:
+    def __init__(self, upstream: str, out_dir: str, *, connect_timeout_s: float = 10.0) -> None:
+        self.upstream = upstream
+        self.out_dir = out_dir
+        self.connect_timeout_s = connect_timeout_s
+        self._ids = itertools.count(1)
+        self._server: Server | None = None
+        self.logs: list[ConnectionLog] = []
+        os.makedirs(out_dir, exist_ok=True)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._server = await serve(
+            self._handle,
+            host,
+            port,
+            create_connection=_StampedServerConnection,
+            max_size=None,
+            compression=None,
+            ping_interval=None,
+        )
+        bound = next(iter(self._server.sockets)).getsockname()
+        write_json_atomic(
+            os.path.join(self.out_dir, "manifest.json"),
+            redact(
+                {
+                    "command": "proxy",
+                    "upstream": redact_url(self.upstream),
+                    "listen": f"{bound[0]}:{bound[1]}",
+                    "started_ns": time.monotonic_ns(),
+                }
+            ),
+        )
+        return f"ws://{bound[0]}:{bound[1]}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _handle(self, client: ServerConnection) -> None:
+        conn = next(self._ids)
+        path = client.request.path if client.request is not None else "/"
+        d = os.path.join(self.out_dir, "connections", f"{conn:04d}")
+        os.makedirs(d, exist_ok=True)
+        log = ConnectionLog(conn, d, urlsplit(path).path)
+        self.logs.append(log)
+        headers = {
+            k: v
+            for k, v in (client.request.headers.raw_items() if client.request else [])
+            if k.lower() in FORWARDED_HEADERS
+        }
+        lines: list[str] = []
+        try:
+            upstream = await asyncio.wait_for(
+                connect(
+                    upstream_for(self.upstream, path),
+                    additional_headers=headers or None,
+                    create_connection=StampedConnection,
+                    max_size=None,
+                    compression=None,
+                    ping_interval=None,
+                ),
+                self.connect_timeout_s,
+            )
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            log.error = f"upstream connect failed: {type(exc).__name__}: {exc}"
+            await client.close(1011, "upstream unavailable")
+            self._finish(log, lines)
+            return
+        async with upstream:
+            pumps = [
+                asyncio.create_task(self._pump(client, upstream, "up", log, lines)),
+                asyncio.create_task(self._pump(upstream, client, "down", log, lines)),
+            ]
+            done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            for t in done:
+                t.result()  # surface a bug in a pump rather than hide it
+        await client.close()
+        self._finish(log, lines)
+
+    async def _pump(
+        self, src: Any, dst: Any, direction: str, log: ConnectionLog, lines: list[str]
+    ) -> str:
+        """Forward until one side closes; returns who closed ("client" or "upstream")."""
+        closer = "client" if direction == "up" else "upstream"
+        while True:
+            try:
+                message = await src.recv()
+            except ConnectionClosed:
+                log.closed_by = log.closed_by or closer  # the first side to go
+                with contextlib.suppress(ConnectionClosed):
+                    await dst.close()
+                return closer
+            t_in = src.stamps.popleft() if src.stamps else time.monotonic_ns()
+            try:
+                await dst.send(message)
+            except ConnectionClosed:
+                other = "upstream" if direction == "up" else "client"
+                log.closed_by = log.closed_by or other
+                return other
+            t_out = time.monotonic_ns()
+            log.counts[direction] += 1
+            meta = message_meta(message)
+            log.bytes[direction] += meta["bytes"]
+            log.proxy_delay_ns[direction].append(t_out - t_in)
+            lines.append(
+                json.dumps(
+                    {
+                        "dir": direction,
+                        "seq": log.counts[direction] - 1,
+                        "t_ns": t_in,
+                        "t_fwd_ns": t_out,
+                        **meta,
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
+            if len(lines) >= 256:
+                self._flush(log, lines)
+
+    def _flush(self, log: ConnectionLog, lines: list[str]) -> None:
+        batch, lines[:] = list(lines), []
+        path = os.path.join(log.dir, "messages.jsonl")
+        # a plain append of whole lines, off the loop
+        asyncio.get_running_loop().run_in_executor(None, _append, path, "".join(batch))
+
+    def _finish(self, log: ConnectionLog, lines: list[str]) -> None:
+        if lines:
+            self._flush(log, lines)
+        summary = {
+            "conn": log.conn,
+            "path": log.path,
+            "closed_by": log.closed_by,
+            "error": log.error,
+            "messages": log.counts,
+            "bytes": log.bytes,
+            "proxy_delay_ms": {k: lateness_summary(v) for k, v in log.proxy_delay_ns.items()},
+        }
+        asyncio.get_running_loop().run_in_executor(
+            None, write_json_atomic, os.path.join(log.dir, "summary.json"), summary
+        )
+
+
+class _StampedServerConnection(ServerConnection):
+    """Server side of the same socket stamping the rig's client transport does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rx_ns = 0
+        self.stamps: Any = __import__("collections").deque()
+
+    def data_received(self, data: bytes) -> None:
+        self._rx_ns = time.monotonic_ns()
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        from websockets.frames import Frame, Opcode
+
+        if (
+            isinstance(event, Frame)
+            and event.fin
+            and event.opcode
+            in (
+                Opcode.TEXT,
+                Opcode.BINARY,
+                Opcode.CONT,
+            )
+        ):
+            self.stamps.append(self._rx_ns)
+        super().process_event(event)
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
