@@ -18,13 +18,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import gc
 import json
 import multiprocessing
 import os
 import random
 import shutil
-import sys
 import time
 import uuid
 from collections import Counter
@@ -33,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
+from rig import realtime
 from rig.analyze_rollout import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
 from rig.plan import UserPlan
@@ -147,19 +146,6 @@ class Runner:
                 self.analyze = False
                 self.analysis_error = f"analysis worker did not start: {type(exc).__name__}: {exc}"
                 self._pool = None
-        # the objects made so far live for the whole run: keep them out of the GC's
-        # full collections, which otherwise pause the loop for tens of ms mid-stream
-        gc.collect()
-        gc.freeze()
-        # full (generation 2) collections scan every object and took 15-45 ms mid-stream at
-        # 50 rollouts: a pause of every stream at once. Young generations still collect; the
-        # full collection runs when the run is over.
-        saved_gc = gc.get_threshold()
-        gc.set_threshold(saved_gc[0], saved_gc[1], 1_000_000)
-        # the writer thread and the live view share the GIL with the audio loop: hand it back
-        # every 1 ms instead of every 5 ms, so no frame waits more than that for it
-        saved_switch_s = sys.getswitchinterval()
-        sys.setswitchinterval(min(saved_switch_s, 0.001))
         gate = asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
@@ -181,11 +167,10 @@ class Runner:
                 self.results[spec.rollout_id] = await self._run_one(spec, open_gate)
 
         try:
-            await asyncio.gather(*(one(s) for s in todo))
+            # no full GC and a 1 ms GIL switch interval while streaming (rig/realtime.py)
+            with realtime.streaming():
+                await asyncio.gather(*(one(s) for s in todo))
         finally:
-            sys.setswitchinterval(saved_switch_s)
-            gc.set_threshold(*saved_gc)
-            gc.unfreeze()
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
