@@ -26,6 +26,7 @@ from rig.device.backend import StreamSettings, get_backend
 from rig.device.calibration_store import PathKey
 from rig.device.loopback import measure_round_trip
 from rig.errors import ConfigError, DeviceError
+from rig.recordings.wav import read_wav
 from rig.sim.truth import read_truth
 from rig.transports.device import (
     DeviceOptions,
@@ -323,3 +324,40 @@ async def test_jack_transport_round_trip_is_one_period_and_stamps_are_continuous
     t_out = t.link.exact_ns("out", t.link.play_log.frame_of(t.link.lead_frames) or 0)
     period_ms = 256 / RATE * 1e3
     assert (t_in - t_out) / 1e6 == pytest.approx(period_ms, abs=period_ms)
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("backend", ["sounddevice", "pyaudio"])
+def test_both_backends_carry_a_rollout_over_the_jack_loopback(tmp_path: Path, backend: str) -> None:
+    """The JACK loopback returns what the rig plays: the recording must hold the user's own
+    speech, one round trip later, with no xruns, whichever PortAudio binding runs it."""
+    _need("JACK", "loopback")
+    if backend == "pyaudio":
+        pytest.importorskip("pyaudio")
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "rig", "run", WAV, "--transport", "device",
+            "--backend", backend, "--output", "JACK:loopback", "--input", "JACK:loopback",
+            "--calibration", "none", "--out", str(tmp_path), "--run-id", "run", "--headless",
+            "--max-s", "15", "--drain-quiet-s", "0.5",
+        ],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    d = tmp_path / "run" / "rollouts" / "turn_what"
+    m = json.loads((d / "metrics.json").read_text())
+    assert m["status"] == "ok", (m.get("reason"), r.stderr[-1500:])
+    assert m["transport"]["backend"] == backend
+    assert m["device_xruns"] == 0
+    user, rate = read_wav(str(d / "user.wav"))
+    system, sys_rate = read_wav(str(d / "system.wav"))
+    assert rate == sys_rate == RATE
+    # where is the user's speech in what came back? (the loopback is sample-exact)
+    n = min(len(user), len(system))
+    u = user[:n].astype(np.float64)
+    s = system[:n].astype(np.float64)
+    max_lag = int(0.2 * RATE)
+    corr = [float(np.dot(u[: n - k], s[k:])) for k in range(0, max_lag, 8)]
+    k = int(np.argmax(corr)) * 8
+    coeff = corr[k // 8] / (np.linalg.norm(u[: n - k]) * np.linalg.norm(s[k:]) + 1e-9)
+    assert coeff > 0.8, coeff  # the recording holds the user's own audio...
+    assert 0 < k < 0.1 * RATE, k  # ...a round trip later, on the session timeline
