@@ -109,6 +109,9 @@ class Session:
         self._recv_error: BaseException | None = None
         self._pending_truncate: dict[str, Any] | None = None
         self.director: Director | None = None
+        self.truncated_items: set[str] = set()
+        self._last_item_id: str | None = None
+        self.dropped_samples = 0
         self.observations: Any = None  # rig.decompose.Observations, taken at close
 
     # --- telemetry ----------------------------------------------------------------------
@@ -325,12 +328,39 @@ class Session:
             len(self.onsets),
         )
 
+    def _on_dropped_audio(self, item: DownAudio) -> None:
+        """Audio of an item the listener already cut off: recorded as received, not played."""
+        seq = self.down_chunks
+        self.down_chunks += 1
+        self.down_samples += item.pcm.size
+        self.dropped_samples += item.pcm.size
+        extra = {**(item.extra or {}), "dropped": "truncated_item"}
+        self.rec.chunk(
+            ChunkRecord(
+                "down",
+                seq,
+                int(item.pcm.size),
+                item.sample_rate,
+                item.t_ns,
+                None,
+                None,
+                item.server_ts_ms,
+                None,
+                level_dbfs(item.pcm),
+                extra,
+            )
+        )
+
     def _on_user_turn_start(self, turn: int, t_ns: int) -> None:
         """The user starts speaking: if the system is still being heard, that is a barge-in."""
         if self.playback is None or not self.cfg.truncate_on_barge_in:
             return
         if self.playback.busy_at(t_ns):
             released, dropped = self.playback.truncate(t_ns)
+            if self._last_item_id is not None:
+                # systems that tag audio by item (OpenAI) keep streaming the cut item for a
+                # while: like a real client, the listener flushes it and never plays the rest
+                self.truncated_items.add(self._last_item_id)
             for p in released:
                 self.rec.system_audio(self.playback.sample_rate, p.start_sample, p.pcm)
             played_ms = round(self.playback.played_sample * 1000 / self.playback.sample_rate, 3)
@@ -395,6 +425,12 @@ class Session:
                 f"downlink sample rate changed mid-stream ({self.down_rate} -> {item.sample_rate})"
             )
         assert self.playback is not None and self._onset_detector is not None
+        item_id = item.extra.get("item_id") if item.extra else None
+        if item_id:
+            self._last_item_id = str(item_id)
+        if item_id and item_id in self.truncated_items:
+            self._on_dropped_audio(item)  # a client flushes a truncated item: never heard
+            return
         start = self.playback.push(item.pcm, item.t_ns)
         play_ns = self.playback.time_of(start)
         seq = self.down_chunks
@@ -564,6 +600,8 @@ class Session:
                 "chunks": self.down_chunks,
                 "audio_s": round(self.down_samples / self.down_rate, 3) if self.down_rate else 0.0,
                 "truncated_samples": self.playback.truncated_samples if self.playback else 0,
+                "dropped_after_truncate_samples": self.dropped_samples,
+                "truncated_items": sorted(self.truncated_items),
             },
             "onsets_play_ns": [o.play_ns for o in self.onsets],
             "responses": responses,

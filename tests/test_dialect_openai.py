@@ -168,6 +168,11 @@ async def test_barge_in_sends_truncate_with_the_ms_actually_played(tmp_path) -> 
     assert 100 < tr["audio_end_ms"] < tr["sent_ms"]
     (pb,) = r.find("playback.truncate")
     assert pb["dropped_samples"] > 0
+    # the cut item kept streaming (2x real time) until the server noticed the barge-in: like a
+    # real client the listener flushed it, so none of that audio was placed or played
+    down = r.metrics["downlink"]
+    assert len(down["truncated_items"]) == 1
+    assert down["dropped_after_truncate_samples"] > 0
 
 
 @pytest.mark.realtime
