@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
-
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S
 
@@ -99,21 +97,3 @@ class PlaybackQueue:
             self.end_sample = self.played_sample
         self.truncated_samples += dropped
         return released, dropped
-
-
-def first_loud_offset(pcm: Pcm16, threshold: float, window: int) -> int | None:
-    """Offset of the first `window`-sample block whose peak exceeds `threshold` (int16 units)."""
-    if len(pcm) == 0:
-        return None
-    mags = np.abs(pcm.astype(np.int32))
-    loud = np.flatnonzero(mags > threshold)
-    if loud.size == 0:
-        return None
-    # Report the start of the window in which the first loud sample sits (robust to one-sample
-    # clicks would need more; the gate threshold handles noise floors).
-    first = int(loud[0])
-    return first - (first % max(1, window)) if window > 1 else first
-
-
-def dbfs_to_peak(threshold_dbfs: float) -> float:
-    return float(32768.0 * 10 ** (threshold_dbfs / 20.0))

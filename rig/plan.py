@@ -8,7 +8,6 @@ of speech as sent, not from the end of the file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,13 +147,3 @@ class PlanBuilder:
     def build(self) -> UserPlan:
         pcm = np.concatenate(self._parts) if self._parts else np.zeros(0, np.int16)
         return UserPlan(pcm, self.sample_rate, list(self.turns), list(self.sources))
-
-
-def plan_from_wavs(
-    paths: Sequence[str], sample_rate: int, *, lead_s: float = 0.5, gap_s: float = 3.0
-) -> UserPlan:
-    """The simplest scenario: turns from files, each followed by `gap_s` of silence."""
-    b = PlanBuilder(sample_rate).add_silence(lead_s)
-    for p in paths:
-        b.add_wav(p).add_silence(gap_s)
-    return b.build()

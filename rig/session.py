@@ -95,8 +95,6 @@ class Session:
         self.down_chunks = 0
         self.down_samples = 0
         self.down_rate: int | None = None
-        self.last_down_arrival_ns: int | None = None
-        self.server_pairs: list[tuple[float, int]] = []
         self.probes: list[dict[str, Any]] = []
         self.server_events: list[DownEvent] = []
         self.down_rows: list[dict[str, Any]] = []
@@ -436,9 +434,6 @@ class Session:
         seq = self.down_chunks
         self.down_chunks += 1
         self.down_samples += item.pcm.size
-        self.last_down_arrival_ns = item.t_ns
-        if item.server_ts_ms is not None:
-            self.server_pairs.append((item.server_ts_ms, item.t_ns))
         self.down_log.append((item.t_ns, play_ns, item.server_ts_ms, int(item.pcm.size)))
         if item.extra and "jb_ms" in item.extra:  # WebRTC: receive-path delay per frame
             self.down_rows.append(
@@ -494,8 +489,6 @@ class Session:
         data = dict(item.data)
         if item.server_ts_ms is not None:
             data["server_ts_ms"] = item.server_ts_ms
-        if item.server_ts_ms is not None:  # every server time goes to the clock fit
-            self.server_pairs.append((item.server_ts_ms, item.t_ns))
         if item.kind == "probe_reply":
             self.probes.append({**data, "t3_ns": item.t_ns})
         self.server_events.append(item)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -188,13 +187,3 @@ def load_wav(path: str, sample_rate: int, quality: str = "HQ") -> ArraySource:
         "resampler": f"soxr {soxr.__version__} {quality} streaming" if resampler else None,
     }
     return ArraySource(pcm, sample_rate, conversion)
-
-
-def concat(sources: Sequence[ArraySource], sample_rate: int) -> ArraySource:
-    for s in sources:
-        if s.sample_rate != sample_rate:
-            raise ValueError("concat needs sources at one rate")
-    pcm = np.concatenate([s.pcm for s in sources]) if sources else np.zeros(0, np.int16)
-    return ArraySource(
-        pcm, sample_rate, {"kind": "sequence", "parts": [s.describe() for s in sources]}
-    )

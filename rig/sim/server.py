@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import random
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,10 @@ class SimServerState:
     errors: list[str] = field(default_factory=list)
 
 
-class SimServer:
+class SimHost:
+    """What every shell of the reference system shares: its knobs, its own clock (offset and
+    drift against the true clock), the truth log, connection numbering and counters."""
+
     def __init__(
         self,
         cfg: SimConfig,
@@ -88,15 +91,9 @@ class SimServer:
         )
         self.state = SimServerState()
         self._ids = itertools.count(1)
-        self._server: Server | None = None
         self.port = 0
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._server = await serve(
-            self._handle, host, port, max_size=4 << 20, ping_interval=None, compression=None
-        )
-        sock = next(iter(self._server.sockets))
-        self.port = sock.getsockname()[1]
+    def log_start(self, host: str, **extra: Any) -> None:
         self.truth.write(
             "server_start",
             self.clock.now_ns(),
@@ -104,8 +101,23 @@ class SimServer:
             net=self.net.as_dict(),
             host=host,
             port=self.port,
+            **extra,
             server_clock_epoch_ns=self.server_clock.epoch_ns,
         )
+
+
+class SimServer(SimHost):
+    """The reference system over WebSocket (rig-pcm)."""
+
+    _server: Server | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self._server = await serve(
+            self._handle, host, port, max_size=4 << 20, ping_interval=None, compression=None
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+        self.log_start(host)
         return f"ws://{host}:{self.port}"
 
     async def stop(self) -> None:
@@ -396,6 +408,3 @@ class SimThread:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(10)
-
-
-RunFn = Callable[[], Awaitable[None]]

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import json
 import random
 from typing import Any
@@ -43,11 +42,10 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtp import RtpPacket
 
 from rig.audio.pcm import Pcm16
-from rig.clock.base import NS_PER_S, Clock, MonotonicClock
+from rig.clock.base import NS_PER_S, Clock
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.netdelay import DelayLine
-from rig.sim.server import NetConfig, ServerClock, SimServerState
-from rig.sim.truth import TruthLog
+from rig.sim.server import NetConfig, SimHost
 from rig.transports.webrtc.peer import PeerTap, gather_on, make_peer
 from rig.transports.webrtc.stats import RtcpLedger, rtp_diff
 from rig.transports.webrtc.track import OPUS_RATE, PushedAudioTrack
@@ -89,7 +87,7 @@ class OpusPacketDecoder:
         return np.ascontiguousarray(np.concatenate(out), dtype=np.int16)
 
 
-class WebRtcSimServer:
+class WebRtcSimServer(SimHost):
     def __init__(
         self,
         cfg: SimConfig,
@@ -101,35 +99,16 @@ class WebRtcSimServer:
     ) -> None:
         if cfg.sample_rate != OPUS_RATE:
             cfg = dataclasses.replace(cfg, sample_rate=OPUS_RATE)
-        self.cfg = cfg
-        self.net = net or NetConfig()
-        self.clock = clock or MonotonicClock()
-        self.truth = TruthLog(truth_log)
-        self.reply_audio = reply_audio
-        self.server_clock = ServerClock(
-            self.clock.now_ns(), self.net.clock_offset_ms, self.net.clock_drift_ppm
-        )
-        self.state = SimServerState()
-        self._ids = itertools.count(1)
+        super().__init__(cfg, net, truth_log=truth_log, reply_audio=reply_audio, clock=clock)
         self._server: asyncio.Server | None = None
         self.sessions: dict[int, _RtcSession] = {}
         self.host = "127.0.0.1"
-        self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self.host = host
         self._server = await asyncio.start_server(self._http, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.truth.write(
-            "server_start",
-            self.clock.now_ns(),
-            config=self.cfg.as_dict(),
-            net=self.net.as_dict(),
-            host=host,
-            port=self.port,
-            transport="webrtc",
-            server_clock_epoch_ns=self.server_clock.epoch_ns,
-        )
+        self.log_start(host, transport="webrtc")
         return f"http://{host}:{self.port}/offer"
 
     async def stop(self) -> None:
