@@ -150,7 +150,9 @@ async def test_server_vad_rollout_records_reply_and_maps_speech_events(tmp_path)
 
 @pytest.mark.realtime
 async def test_barge_in_sends_truncate_with_the_ms_actually_played(tmp_path) -> None:
-    async with FakeRealtimeServer(reply_s=3.0, silence_ms=300) as srv:
+    # the server's VAD takes 200 ms to report the barge-in (the rig cuts playback at once): the
+    # cut item keeps streaming meanwhile, as it does from the real API
+    async with FakeRealtimeServer(reply_s=3.0, silence_ms=300, vad_detect_ms=200) as srv:
         r = (
             await run_rollouts(
                 str(tmp_path),

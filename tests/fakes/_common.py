@@ -36,15 +36,22 @@ class VadEvent:
 
 
 class EnergyVad:
-    """Speech = RMS over a threshold; a stop after `silence_ms` of quiet (server_vad-like)."""
+    """Speech = RMS over a threshold; a stop after `silence_ms` of quiet (server_vad-like).
 
-    def __init__(self, rate: int, threshold: float = 600.0, silence_ms: float = 400.0):
+    `detect_ms`: a start is only reported once speech has lasted that long (it still names the
+    onset), as real server VADs do: their `speech_started` comes after the audio it points at."""
+
+    def __init__(
+        self, rate: int, threshold: float = 600.0, silence_ms: float = 400.0, detect_ms: float = 0.0
+    ):
         self.rate = rate
         self.threshold = threshold
         self.silence_ms = silence_ms
+        self.detect_ms = detect_ms
         self.samples = 0
         self.speaking = False
         self._quiet_since: float | None = None
+        self._loud_since: float | None = None
 
     def feed(self, pcm: np.ndarray) -> list[VadEvent]:
         out = []
@@ -57,8 +64,12 @@ class EnergyVad:
         if loud:
             self._quiet_since = None
             if not self.speaking:
-                self.speaking = True
-                out.append(VadEvent("start", start_ms))
+                if self._loud_since is None:
+                    self._loud_since = start_ms
+                if end_ms - self._loud_since >= self.detect_ms:
+                    self.speaking = True
+                    out.append(VadEvent("start", self._loud_since))
+                    self._loud_since = None
         elif self.speaking:
             if self._quiet_since is None:
                 self._quiet_since = start_ms
@@ -66,4 +77,6 @@ class EnergyVad:
                 self.speaking = False
                 out.append(VadEvent("stop", self._quiet_since))
                 self._quiet_since = None
+        else:
+            self._loud_since = None
         return out

@@ -50,6 +50,7 @@ class FakeRealtimeServer:
         model_delay_s: float = 0.15,
         chunk_ms: int = 100,
         silence_ms: float = 400.0,
+        vad_detect_ms: float = 0.0,
         commit_delay_s: float = 0.0,
         ping_interval_s: float = 0.2,
         server_clock_offset_ms: float = 5_000_000.0,
@@ -59,6 +60,7 @@ class FakeRealtimeServer:
         self.model_delay_s = model_delay_s
         self.chunk_ms = chunk_ms
         self.silence_ms = silence_ms
+        self.vad_detect_ms = vad_detect_ms
         self.commit_delay_s = commit_delay_s
         self.ping_interval_s = ping_interval_s
         self.server_clock_offset_ms = server_clock_offset_ms
@@ -98,7 +100,7 @@ class _Conn:
         self.beta = srv.flavor == "openai-beta"
         self.turn_detection: str | None = "server_vad"
         self.configured = False
-        self.vad = EnergyVad(RATE, silence_ms=srv.silence_ms)
+        self.vad = EnergyVad(RATE, silence_ms=srv.silence_ms, detect_ms=srv.vad_detect_ms)
         self.uncommitted = 0
         self.committing = False
         self.response: asyncio.Task[None] | None = None
