@@ -2,11 +2,15 @@
 and memory per rollout.
 
     python bench/concurrency.py --n 10 25 50 --seconds 8
+    python bench/concurrency.py --n 50 --hogs 2 --rt-priority 0 3   # under CPU contention
 
 Each rollout plays a tone turn of --seconds (one reply, then drain). Reports, per N: p50/p99/
 max uplink send lateness over all frames of all rollouts (target p99 < 5 ms), stalls, and
 the RSS growth of this process during the run divided by N (memory per rollout; the
-analysis worker is a separate process and not counted).
+analysis worker is a separate process and not counted). --hogs K starts K busy processes
+(normal priority) for the whole run, the way a build or the system under test on the same box
+takes the cores; --rt-priority compares normal scheduling (0) with SCHED_FIFO for the loop
+thread (rig/realtime.py) side by side, alternating in one run.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def uplink_lateness_ns(run_dir: str, rollout_ids: list[str]) -> list[int]:
     return late
 
 
-async def one_run(url: str, n: int, seconds: float, out: str) -> dict[str, Any]:
+async def one_run(url: str, n: int, seconds: float, out: str, rt_priority: int) -> dict[str, Any]:
     plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
     specs = [
         RolloutSpec(
@@ -74,12 +78,14 @@ async def one_run(url: str, n: int, seconds: float, out: str) -> dict[str, Any]:
             await asyncio.sleep(0.25)
 
     w = asyncio.create_task(watch())
-    result = await Runner(out, concurrency=n, connect_concurrency=16).run(specs)
+    runner = Runner(out, concurrency=n, connect_concurrency=16, rt_priority=rt_priority)
+    result = await runner.run(specs)
     w.cancel()
     stalls = sum(r.get("uplink", {}).get("stalls", 0) for r in result["results"].values())
     x = np.array(uplink_lateness_ns(result["run_dir"], list(result["results"]))) / 1e6
     return {
         "n": n,
+        "scheduling": read_manifest(result["run_dir"])["scheduling"],
         "statuses": result["status_counts"],
         "frames": int(x.size),
         "lateness_p50_ms": round(float(np.percentile(x, 50)), 3),
@@ -90,11 +96,19 @@ async def one_run(url: str, n: int, seconds: float, out: str) -> dict[str, Any]:
     }
 
 
+def read_manifest(run_dir: str) -> dict[str, Any]:
+    with open(os.path.join(run_dir, "manifest.json"), encoding="utf-8") as f:
+        return dict(json.load(f))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[10, 25, 50])
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--hogs", type=int, default=0, help="busy processes competing for the CPU")
+    ap.add_argument("--rt-priority", type=int, nargs="+", default=[0])
     args = ap.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     sim = subprocess.Popen(
         [sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"],
         stdout=subprocess.PIPE,
@@ -108,8 +122,12 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as out:
             for n in args.n:
-                print(json.dumps(asyncio.run(one_run(url, n, args.seconds, out))), flush=True)
+                for prio in args.rt_priority:
+                    r = asyncio.run(one_run(url, n, args.seconds, out, prio))
+                    print(json.dumps({"hogs": args.hogs, **r}), flush=True)
     finally:
+        for h in hogs:
+            h.kill()
         sim.terminate()
         sim.wait(10)
 

@@ -82,12 +82,14 @@ class Runner:
         analyze: bool = True,
         analysis_timeout_s: float = 120.0,
         start_interval_s: float = 0.02,
+        rt_priority: int = 0,
     ) -> None:
         # rollouts start at least this far apart: their ends (each session's close costs the
         # loop a few ms) and their connects do not pile up into one long loop block
         self.start_interval_ns = round(max(0.0, start_interval_s) * 1e9)
         self._next_start_ns = 0
         self.analyze = analyze
+        self.rt_priority = rt_priority  # SCHED_FIFO for the loop thread (rig/realtime.py)
         self.analysis_timeout_s = analysis_timeout_s
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._phase_counter = 0
@@ -105,6 +107,11 @@ class Runner:
         self.results: dict[str, dict[str, Any]] = {}
 
     async def run(self, specs: Sequence[RolloutSpec]) -> dict[str, Any]:
+        # the loop's thread gets real-time scheduling (if asked and permitted) for the whole run
+        with realtime.scheduling(self.rt_priority) as sched:
+            return await self._run(specs, sched)
+
+    async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
         os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, "manifest.json")
@@ -119,6 +126,7 @@ class Runner:
                 "connect_concurrency": self.connect_gate_size,
                 "start_interval_s": self.start_interval_ns / 1e9,
                 "analyze": self.analyze,
+                "rt_priority": self.rt_priority,
             },
             targets=_unique_targets(specs),
             seed=self.seed,
@@ -133,6 +141,7 @@ class Runner:
                 "status": previous.get("status"),
                 "git_sha": previous.get("git_sha"),
             }
+        manifest["scheduling"] = sched
         manifest["status"] = "running"
         write_json_atomic(manifest_path, manifest)
 

@@ -28,6 +28,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
     p.add_argument(
+        "--rt-priority",
+        type=int,
+        default=3,
+        help="SCHED_FIFO priority for the audio loop's thread, if permitted (0: normal "
+        "scheduling; the default 3 sits under JACK's and PulseAudio's audio threads and over "
+        "every normal process); what was obtained is in the manifest",
+    )
+    p.add_argument(
         "--frame-ms",
         type=float,
         default=None,
@@ -210,6 +218,7 @@ async def _run_specs(
         run_id=args.run_id,
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
+        rt_priority=args.rt_priority,
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
