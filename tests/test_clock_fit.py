@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
@@ -131,8 +131,17 @@ def test_envelope_ignores_queuing_trend_that_fools_least_squares() -> None:
 # --- one-way fits ------------------------------------------------------------------------
 
 
+# CI found it: with the reference at the span's midpoint instead of the samples' mean, a
+# slope error put the line 2.96 us past the truth there
+CI_EXAMPLE = {
+    "seed": 10127, "offset_ns": 0, "drift_ppm": 0.0, "dmin_ms": 1.0, "jitter_ms": 1.0,
+    "kind": "exp", "n": 100, "span_s": 5.0,
+}  # fmt: skip
+
+
 @settings(max_examples=80, deadline=None)
 @given(params)
+@example(CI_EXAMPLE)
 def test_downlink_recovers_offset_plus_min_delay_and_drift(p: dict[str, float]) -> None:
     rng = np.random.default_rng(int(p["seed"]))
     truth = Truth(int(p["offset_ns"]), p["drift_ppm"] * 1e-6)
@@ -153,6 +162,7 @@ def test_downlink_recovers_offset_plus_min_delay_and_drift(p: dict[str, float]) 
 
 @settings(max_examples=60, deadline=None)
 @given(params)
+@example(CI_EXAMPLE)
 def test_uplink_mirror_recovers_offset_minus_min_delay_and_drift(p: dict[str, float]) -> None:
     rng = np.random.default_rng(int(p["seed"]))
     truth = Truth(int(p["offset_ns"]), p["drift_ppm"] * 1e-6)

@@ -252,7 +252,9 @@ def _envelope_fit(
     span_ns = int(x_int.max())
     x = x_int.astype(np.float64)
     z = ((local - np.int64(l0)) - x_int).astype(np.float64)  # local - peer, both re-based
-    x_ref = span_ns // 2
+    # the reference is the samples' mean peer time: the LP line is evaluated there, so that is
+    # where it is one-sided (never past the true min-delay line); elsewhere a slope error adds
+    x_ref = round(float(x.mean()))
 
     why_no_drift = drift_reason(n, span_ns, min_samples, min_span_ns)
     fit_slope = why_no_drift is None
