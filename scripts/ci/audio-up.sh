@@ -47,17 +47,20 @@ else
     if ! pgrep -x jackd >/dev/null 2>&1; then
         rm -f /dev/shm/jack-* /dev/shm/jack_* /dev/shm/jack-shm-registry 2>/dev/null || true
     fi
-    # --no-realtime: CI containers rarely grant SCHED_FIFO; the dummy backend does not
-    # need it. -L 2: two loopback ports (the long form --loopback segfaults in jackd2
-    # 1.9.21). -p is the period in frames; -w (µs between cycles) must match it.
+    # Real-time scheduling (SCHED_FIFO 10, JACK's default) where the machine grants it: without
+    # it every busy process on a shared 2-core box costs the loopback xruns (measured: 12-28
+    # per rollout with two CPU hogs, 0 with -R). --no-realtime where it is not granted.
+    # -L 2: two loopback ports (the long form --loopback segfaults in jackd2 1.9.21).
+    # -p is the period in frames; -w (µs between cycles) must match it.
+    if chrt -f 10 true 2>/dev/null; then rt_flags=(-R -P 10); else rt_flags=(--no-realtime); fi
     wait_us=$((PERIOD * 1000000 / RATE))
-    nohup jackd --no-realtime -L 2 -d dummy -r "$RATE" -p "$PERIOD" -w "$wait_us" \
+    nohup jackd "${rt_flags[@]}" -L 2 -d dummy -r "$RATE" -p "$PERIOD" -w "$wait_us" \
         >"$STATE/jackd.log" 2>&1 </dev/null &
     echo $! >"$STATE/jackd.pid"
     if ! wait_for 10 jack_lsp loopback:capture_1; then
         log "jackd did not come up; log follows"; cat "$STATE/jackd.log" >&2; exit 1
     fi
-    log "jackd up (pid $(cat "$STATE/jackd.pid"), dummy ${RATE} Hz, period ${PERIOD})"
+    log "jackd up (pid $(cat "$STATE/jackd.pid"), dummy ${RATE} Hz, period ${PERIOD}, ${rt_flags[*]})"
 fi
 jack_lsp loopback:capture_1 >/dev/null || { log "jackd has no loopback ports"; exit 1; }
 
