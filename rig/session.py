@@ -24,7 +24,16 @@ from typing import Any
 
 from rig.audio.pcm import level_dbfs
 from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
-from rig.director import Director, Drain, Observation, TurnRecord, WaitQuiet, steps_from_plan
+from rig.director import (
+    Director,
+    Drain,
+    Observation,
+    Play,
+    Step,
+    TurnRecord,
+    WaitQuiet,
+    steps_from_plan,
+)
 from rig.errors import DeviceError, ProtocolError, RigError, TransportError
 from rig.metrics import Onset, lateness_summary, match_responses
 from rig.onset import OnsetDetector
@@ -36,6 +45,8 @@ from rig.records import ChunkRecord, EventRecord
 from rig.transports.base import DownAudio, DownEvent, Transport
 
 Publish = Callable[[str, dict[str, Any]], None]
+#: DownEvent kinds that record something the rig did (not a server event)
+DIALECT_NOTES = frozenset({"history.sent"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,9 @@ class SessionConfig:
     send_end: bool = True
     truncate_on_barge_in: bool = True
     probe_interval_s: float = 0.0
+    #: leading `prefill` audio goes out this many times faster than real time where the
+    #: transport can carry it (WebSocket); sound cards and WebRTC play it in real time
+    prefill_speed: float = 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -88,6 +102,7 @@ class Session:
             )
         self.pacer_cfg = PacerConfig.from_ms(plan.sample_rate, self.cfg.frame_ms)
         self.pacer: Pacer | None = None
+        self.prefill: dict[str, Any] = {}
         self.playback: PlaybackQueue | None = None
         self.onsets: list[Onset] = []
         self.send_ns: list[int] = []
@@ -134,11 +149,16 @@ class Session:
             await self.transport.open()
         except RigError as exc:
             return await self._finish_early(exc, t_open)
+        steps = self._steps()
+        prefill = self._prefill_plan(steps)
+        fast_frames, speed = prefill["fast_frames"], prefill["speed"]
         t0 = self.clock.now_ns() + round(self.cfg.start_lead_ms * NS_PER_MS)
+        t0 -= Pacer.head_start_ns(self.pacer_cfg, fast_frames, speed)  # history before "now"
         if self.phase is not None:
             frame_ns = round(self.pacer_cfg.frame_ns)
             t0 += (round(self.phase * frame_ns) - t0) % frame_ns
-        self.pacer = Pacer(self.pacer_cfg, t0)
+        self.pacer = Pacer(self.pacer_cfg, t0, fast_frames=fast_frames, speed=speed)
+        self.prefill = prefill
         self.status = "running"
         self.event(
             "session.start",
@@ -150,6 +170,7 @@ class Session:
             connect_ms=round((t0 - t_open) / 1e6, 3),
             transport=self._describe_transport(),
             session=self.cfg.as_dict(),
+            prefill=prefill,
         )
         self.publish("status", {"state": "running", "t0_ns": t0})
         recv = asyncio.create_task(self._receive_loop(), name=f"recv-{self.rollout_id}")
@@ -159,7 +180,7 @@ class Session:
             else None
         )
         try:
-            await self._send_loop(recv)
+            await self._send_loop(recv, steps)
         except RigError as exc:
             self._set_error(exc)
         finally:
@@ -211,16 +232,41 @@ class Session:
             self.status = "error"
         self.reason = str(exc) or type(exc).__name__
 
-    async def _send_loop(self, recv: asyncio.Task[None]) -> None:
+    def _steps(self) -> list[Step]:
+        return list(self.plan.steps or []) or [
+            *steps_from_plan(self.plan.pcm, self.plan.turns, self.plan.sample_rate),
+            Drain(self.cfg.drain_quiet_s, self.cfg.max_s),
+        ]
+
+    def _prefill_plan(self, steps: list[Step]) -> dict[str, Any]:
+        """How the leading prefill audio goes out: whole frames of it at `speed`."""
+        samples = 0
+        for step in steps:
+            if not (isinstance(step, Play) and step.role == "prefill"):
+                break
+            samples += len(step.pcm)
+        requested = self.cfg.prefill_speed
+        out: dict[str, Any] = {
+            "samples": samples,
+            "requested_speed": requested,
+            "speed": 1.0,
+            "fast_frames": 0,
+        }
+        if samples == 0 or requested <= 1.0:
+            return out
+        if not getattr(self.transport, "faster_than_real_time", False):
+            out["reason"] = "this transport plays audio in real time (sound card, RTP)"
+            return out
+        out["speed"] = requested
+        out["fast_frames"] = samples // self.pacer_cfg.frame_samples
+        return out
+
+    async def _send_loop(self, recv: asyncio.Task[None], steps: list[Step]) -> None:
         assert self.pacer is not None
         pacer = self.pacer
         n = self.pacer_cfg.frame_samples
         rate = self.plan.sample_rate
         max_frames = math.ceil(self.cfg.max_s * NS_PER_S / self.pacer_cfg.frame_ns)
-        steps = self.plan.steps or [
-            *steps_from_plan(self.plan.pcm, self.plan.turns, rate),
-            Drain(self.cfg.drain_quiet_s, self.cfg.max_s),
-        ]
         director = self.director = Director(
             steps, rate, n, pacer.t0_ns, threshold_dbfs=self.cfg.onset_threshold_dbfs
         )
@@ -271,7 +317,7 @@ class Session:
                     deadline,
                     timing.lateness_ns,
                     level_dbfs=lvl,
-                    extra=sent_extra(seq) if sent_extra else None,
+                    extra=self._chunk_extra(seq, sent_extra),
                 )
             )
             self.publish(
@@ -307,6 +353,14 @@ class Session:
                 if mark.kind == "turn.end":
                     await self._send_control("turn_end", {"turn": mark.data["turn"]})
             self._release_playback(t_sent)
+
+    def _chunk_extra(
+        self, seq: int, sent_extra: Callable[[int], dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        extra = sent_extra(seq) if sent_extra else None
+        if self.pacer is not None and seq < self.pacer.fast_frames:
+            extra = {**(extra or {}), "prefill_speed": self.pacer.speed}  # a fast history frame
+        return extra
 
     @staticmethod
     def _only_drain_left(director: Director) -> bool:
@@ -491,6 +545,9 @@ class Session:
             data["server_ts_ms"] = item.server_ts_ms
         if item.kind == "probe_reply":
             self.probes.append({**data, "t3_ns": item.t_ns})
+        if item.kind in DIALECT_NOTES:  # the rig's own doing, reported by the dialect
+            self.rec.event(EventRecord(item.kind, item.t_ns, data, "rig"))
+            return
         self.server_events.append(item)
         self.rec.event(EventRecord(f"server.{item.kind}", item.t_ns, data, "server"))
         self.publish("protocol", {"name": item.kind, "t_ns": item.t_ns})
@@ -588,6 +645,7 @@ class Session:
                 "stalls": self.pacer.stalls,
                 "drift_ms": _drift_ms(self.lateness_ns),
                 "audio_s": round(len(self.send_ns) * self.pacer_cfg.frame_ns / NS_PER_S, 3),
+                "prefill": self.prefill,
             },
             "downlink": {
                 "chunks": self.down_chunks,

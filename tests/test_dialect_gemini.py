@@ -109,3 +109,35 @@ async def test_gemini_rollouts_auto_manual_and_faults(tmp_path, monkeypatch) -> 
     got_s = [sum(a.size for a in c.audio) / 16_000 for c in got]
     # all of it, less what the HQ filter holds back (~12 ms) and the last frames in flight
     assert any(abs(s - sent_s) < 0.05 for s in got_s), (got_s, sent_s)
+
+
+@pytest.mark.realtime
+async def test_text_history_goes_as_client_content_before_the_audio(tmp_path) -> None:
+    history = [
+        {"role": "user", "text": "My name is Ada."},
+        {"role": "assistant", "text": "Nice to meet you, Ada."},
+    ]
+    d = GeminiDialect(history=history)
+    out = d.decode(json.dumps({"setupComplete": {}}), 7)
+    assert [e.kind for e in out] == ["setup_complete", "history.sent"]
+    (msg,) = [json.loads(m) for m in d.take_outgoing()]
+    assert msg == {
+        "clientContent": {
+            "turns": [
+                {"role": "user", "parts": [{"text": "My name is Ada."}]},
+                {"role": "model", "parts": [{"text": "Nice to meet you, Ada."}]},
+            ],
+            "turnComplete": False,
+        }
+    }
+    async with FakeGeminiServer(reply_s=0.5) as srv:
+        rs = await run_rollouts(
+            str(tmp_path), [("h", srv.url, "gemini", {"history": history}, tone_plan(16_000))]
+        )
+    r = rs["h"]
+    assert r.metrics["status"] == "ok", r.metrics
+    (conn,) = srv.conns
+    assert len(conn.client_content) == 1 and not conn.audio_before_content
+    assert r.find("history.sent") and r.metrics["downlink"]["audio_s"] == pytest.approx(
+        0.5, abs=0.01
+    )

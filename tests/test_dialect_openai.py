@@ -237,3 +237,57 @@ async def test_disconnect_malformed_and_error_end_only_their_rollout(tmp_path, m
         for f in files:
             with open(os.path.join(root, f), "rb") as fh:  # noqa: ASYNC230
                 assert b"sk-rollout-secret" not in fh.read(), f
+
+
+HISTORY = [
+    {"role": "system", "text": "You are a terse assistant."},
+    {"role": "user", "text": "My name is Ada."},
+    {"role": "assistant", "text": "Nice to meet you, Ada."},
+]
+
+
+def test_history_items_per_layout_and_refusals() -> None:
+    ga = OpenAIDialect(history=HISTORY)
+    items = [json.loads(m)["item"] for m in ga.history_messages()]
+    assert [i["role"] for i in items] == ["system", "user", "assistant"]
+    assert [i["content"][0]["type"] for i in items] == ["input_text", "input_text", "output_text"]
+    beta = OpenAIDialect(api="beta", history=HISTORY)
+    assert json.loads(beta.history_messages()[2])["item"]["content"][0]["type"] == "text"
+    with pytest.raises(ConfigError, match=r"history\[0\]\.role"):
+        OpenAIDialect(history=[{"role": "robot", "text": "hi"}])
+    with pytest.raises(ConfigError, match=r"history\[0\]\.text"):
+        OpenAIDialect(history=[{"role": "user", "text": "  "}])
+    # nothing goes out before the session is configured; then the history, before any audio
+    assert ga.take_outgoing() == []
+    out = ga.decode(json.dumps({"type": "session.updated", "session": {}}), 5)
+    assert [e.kind for e in out] == ["session.updated", "history.sent"]
+    assert out[1].data == {"items": 3, "roles": ["system", "user", "assistant"]}
+    assert len(ga.take_outgoing()) == 3
+
+
+@pytest.mark.realtime
+async def test_text_history_reaches_the_server_before_the_first_audio(tmp_path) -> None:
+    async with (
+        FakeRealtimeServer(reply_s=0.6) as ga,
+        FakeRealtimeServer("openai-beta", reply_s=0.6) as beta,
+    ):
+        rs = await run_rollouts(
+            str(tmp_path),
+            [
+                ("ga", ga.url, "openai", {"history": HISTORY}, tone_plan(RATE)),
+                ("beta", beta.url, "openai", {"api": "beta", "history": HISTORY}, tone_plan(RATE)),
+            ],
+        )
+    for srv, rid in ((ga, "ga"), (beta, "beta")):
+        r = rs[rid]
+        assert r.metrics["status"] == "ok", r.metrics
+        (conn,) = srv.conns
+        assert not conn.errors_sent, conn.errors_sent
+        assert [i["content"][0]["text"] for i in conn.history] == [h["text"] for h in HISTORY]
+        kinds = [e["type"] for e in conn.events]
+        first_item = kinds.index("conversation.item.create")
+        assert kinds[0] == "session.update"
+        assert conn.first_append_index is not None and first_item < conn.first_append_index
+        (sent,) = r.find("history.sent")
+        assert sent["items"] == 3
+        assert r.metrics["downlink"]["audio_s"] == pytest.approx(0.6, abs=0.01)

@@ -106,9 +106,10 @@ def test_good_file_maps_steps_one_to_one(audio_dir: Path) -> None:
         "kind": "interruption",
         "rules": {"turn_taking_max_s": 1.5, "yield_max_s": 0.7},
         "max_s": 30.0,
-        "history_text": "we talked about trains",
+        "history": [{"role": "user", "text": "we talked about trains"}],
+        "prefill_speed": 4.0,
     }
-    assert q1.session == {"max_s": 30.0}
+    assert q1.session == {"max_s": 30.0, "prefill_speed": 4.0}
     assert q2.meta["kind"] == "free" and (q2.plan.steps or [])[-1] == Drain(0.5, 4.0)
     described = q1.plan.describe()["steps"]
     assert described[6] == {"type": "WaitOnset", "offset_s": 1.0, "timeout_s": 5.0}
@@ -183,6 +184,30 @@ BAD = [
         "id = 'x'\nprefill = 3\nsteps = [{type='pause', seconds=1}]",
         "items[0].prefill",
         "audio file path",
+    ),
+    (
+        "",
+        "id = 'x'\nhistory = [{role='robot', text='hi'}]\nsteps = [{type='pause', seconds=1}]",
+        "items[0].history[0].role",
+        "one of user, assistant, system",
+    ),
+    (
+        "",
+        "id = 'x'\nhistory = [{role='user'}]\nsteps = [{type='pause', seconds=1}]",
+        "items[0].history[0]",
+        "exactly the keys role and text",
+    ),
+    (
+        "",
+        "id = 'x'\nhistory = []\nhistory_text = 'a'\nsteps = [{type='pause', seconds=1}]",
+        "items[0].history_text",
+        "not both",
+    ),
+    (
+        "",
+        "id = 'x'\nprefill_speed = 0.5\nsteps = [{type='pause', seconds=1}]",
+        "items[0].prefill_speed",
+        ">= 1",
     ),
     (
         "",

@@ -162,6 +162,12 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    for item in items:
+        if item.meta.get("history") and transport != "ws":
+            raise ConfigError(
+                f"item {item.item_id}: text history goes to a WebSocket dialect that takes "
+                "text (openai, grok, gemini); use prefill audio over other transports"
+            )
     if transport == "device":
         from rig.cli.run import device_specs  # --output/--input/--calibration live there
 
@@ -176,14 +182,27 @@ def build_specs(
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
     preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
+    for item in items:
+        if item.meta.get("history") and transport == "ws":
+            try:
+                get_dialect(dialect, **options, history=item.meta["history"])
+            except TypeError as exc:
+                raise ConfigError(
+                    f"item {item.item_id}: dialect {dialect!r} takes no text history; "
+                    "give the history as prefill audio"
+                ) from exc
     for rid, item, rep in repeated(items, args.repeat):
+        item_options = {
+            **options,
+            **({"history": item.meta["history"]} if item.meta.get("history") else {}),
+        }
         specs.append(
             RolloutSpec(
                 rid,
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate)
                 if transport == "webrtc"
-                else ws_factory(target_url, dialect, item.plan.sample_rate, options),
+                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {**item.meta, "repeat": rep},
                 session_config(args, {**frame, **(item.session or {})}),

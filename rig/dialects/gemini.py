@@ -4,6 +4,8 @@ How this works:
   open      one `setup` message (model, AUDIO response modality, and with activity="manual"
             `realtimeInputConfig.automaticActivityDetection.disabled = true`)
   ready     the server's `setupComplete`; no audio is sent before it
+  history   text history (scenario `history`) as one `clientContent` (turnComplete false),
+            right after `setupComplete`
   uplink    the session's PCM (any rate) goes through ONE stateful streaming resampler to
             16 kHz, then `realtimeInput.audio` = {data: base64 PCM16, mimeType:
             "audio/pcm;rate=16000"}; the send log keeps when each 16 kHz sample left
@@ -24,6 +26,7 @@ from typing import Any
 
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Message
+from rig.dialects.history import check_history, history_event_data
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
@@ -77,6 +80,7 @@ class GeminiDialect:
         activity: str = "auto",
         voice: str | None = None,
         instructions: str | None = None,
+        history: list[dict[str, str]] | None = None,
     ) -> None:
         if activity not in ("auto", "manual"):
             raise ConfigError(f"gemini: activity must be 'auto' or 'manual', not {activity!r}")
@@ -86,6 +90,8 @@ class GeminiDialect:
         self.activity = activity
         self.voice = voice
         self.instructions = instructions
+        self.history = check_history(history) if history else []
+        self._outgoing: list[Message] = []
         self.resampler = ResampleStream(sample_rate, WIRE_IN_RATE)
         self.sendlog = SendLog(WIRE_IN_RATE)
         self._ready = False
@@ -114,6 +120,23 @@ class GeminiDialect:
     def ready(self) -> bool:
         return self._ready
 
+    def history_message(self) -> Message:
+        """The history as one `clientContent` with `turnComplete: false`: context only, the
+        model does not answer it. System entries become user turns (Gemini turns are user or
+        model; the system instruction belongs in `instructions`)."""
+        turns = [
+            {
+                "role": "model" if h["role"] == "assistant" else "user",
+                "parts": [{"text": h["text"]}],
+            }
+            for h in self.history
+        ]
+        return dumps({"clientContent": {"turns": turns, "turnComplete": False}})
+
+    def take_outgoing(self) -> list[Message]:
+        out, self._outgoing = self._outgoing, []
+        return out
+
     def encode_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int, t_now_ns: int) -> list[Message]:
         wire = self.resampler.process(pcm)
         self.sendlog.record(int(wire.size), t_now_ns)
@@ -137,9 +160,14 @@ class GeminiDialect:
         out: list[Incoming] = []
         for key, kind in _TOP_LEVEL.items():
             if key in msg:
-                if key == "setupComplete":
-                    self._ready = True
                 out.append(DownEvent(kind, t_ns, scrub({key: msg[key]})))
+                if key == "setupComplete" and not self._ready:
+                    self._ready = True
+                    if self.history:  # before the transport lets audio flow
+                        self._outgoing.append(self.history_message())
+                        out.append(
+                            DownEvent("history.sent", t_ns, history_event_data(self.history))
+                        )
         content = msg.get("serverContent")
         if content is not None:
             if not isinstance(content, dict):
@@ -192,6 +220,7 @@ class GeminiDialect:
             "activity": self.activity,
             "voice": self.voice,
             "credentials_from": "|".join(self.key_env),
+            "history_items": len(self.history),
         }
 
 

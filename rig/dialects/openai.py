@@ -8,6 +8,8 @@ How this works:
   uplink    every frame is one `input_audio_buffer.append` (base64 PCM16); the send log keeps
             which shared-clock time each input sample left, so the server's
             `audio_start_ms` / `audio_end_ms` map onto the shared clock (`uplink_t_ns`)
+  history   text history (scenario `history`) as `conversation.item.create` items, sent
+            right after `session.updated` and before the first audio frame
   turns     manual mode: the session's `turn_end` becomes `input_audio_buffer.commit` +
             `response.create`
   downlink  `response.output_audio.delta` (GA) / `response.audio.delta` (beta) -> DownAudio;
@@ -27,6 +29,7 @@ from typing import Any
 
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Message
+from rig.dialects.history import check_history, history_event_data
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
 from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
@@ -70,6 +73,7 @@ class OpenAIDialect:
         voice: str | None = None,
         instructions: str | None = None,
         errors_fatal: bool = True,
+        history: list[dict[str, str]] | None = None,
     ) -> None:
         if api not in ("ga", "beta"):
             raise ConfigError(f"{self.name}: api must be 'ga' or 'beta', not {api!r}")
@@ -84,6 +88,7 @@ class OpenAIDialect:
         self.voice = voice
         self.instructions = instructions
         self.errors_fatal = errors_fatal
+        self.history = check_history(history) if history else []
         self.sendlog = SendLog(RATE)
         self._ready = False
         self._down_samples = 0
@@ -142,6 +147,23 @@ class OpenAIDialect:
     @property
     def ready(self) -> bool:
         return self._ready
+
+    def history_messages(self) -> list[Message]:
+        """One `conversation.item.create` per history entry (assistant text is `output_text`
+        in the GA layout, `text` in the beta one)."""
+        out: list[Message] = []
+        for h in self.history:
+            if h["role"] == "assistant":
+                part = "text" if self.api == "beta" else "output_text"
+            else:
+                part = "input_text"
+            item = {
+                "type": "message",
+                "role": h["role"],
+                "content": [{"type": part, "text": h["text"]}],
+            }
+            out.append(dumps({"type": "conversation.item.create", "item": item}))
+        return out
 
     # --- uplink ---------------------------------------------------------------------------
 
@@ -206,8 +228,14 @@ class OpenAIDialect:
             if self.errors_fatal:
                 raise ProtocolError(f"{self.name} server error: {text}", scrub(msg))
         data = self._event_data(kind, wire, msg)
+        was_ready = self._ready
         self.on_event(kind, msg, data)
-        return [DownEvent(kind, t_ns, data, self.server_ts_ms(kind, msg))]
+        out: list[Incoming] = [DownEvent(kind, t_ns, data, self.server_ts_ms(kind, msg))]
+        if self._ready and not was_ready and self.history:
+            # configured: the history goes out now, before the transport lets audio flow
+            self._outgoing.extend(self.history_messages())
+            out.append(DownEvent("history.sent", t_ns, history_event_data(self.history)))
+        return out
 
     def _audio(self, msg: dict[str, Any], t_ns: int) -> DownAudio:
         pcm = b64_to_pcm(msg.get("delta"))
@@ -254,6 +282,7 @@ class OpenAIDialect:
             "voice": self.voice,
             "credentials_from": "|".join(self.key_env),
             "errors_fatal": self.errors_fatal,
+            "history_items": len(self.history),
         }
 
 

@@ -2,7 +2,8 @@
 
 How this works: a file is one suite: `[suite]` (name, description), `[defaults]` and a list
 of `[[items]]`. Each item has an `id`, a `kind` (its timing category, which picks the pass
-rule), optional history (`prefill` audio, `history_text`), a hard cap `max_s`, optional
+rule), optional history (`prefill` audio sent at `prefill_speed`, text `history` or
+`history_text`), a hard cap `max_s`, optional
 `rules` (timing thresholds) and `steps`. Steps map onto director steps:
 
   turn     {file | files + gap_s, pad_before_s, pad_after_s, label, barge_in}
@@ -33,8 +34,9 @@ import numpy as np
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
+from rig.dialects.history import check_history
 from rig.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
-from rig.errors import AudioInputError, ScenarioError
+from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.plan import UserPlan, speech_bounds
 from rig.scenarios import ScenarioItem
 
@@ -49,6 +51,8 @@ ITEM_KEYS = {
     "kind",
     "description",
     "prefill",
+    "prefill_speed",
+    "history",
     "history_text",
     "max_s",
     "rules",
@@ -238,8 +242,12 @@ def _item(
         "prefill": (
             _audio_path(c, base_dir, t["prefill"], f"{where}.prefill") if "prefill" in t else None
         ),
-        "history_text": c.string(t, "history_text", where) if "history_text" in t else None,
+        "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True),
+        "history": _history(c, t, where),
     }
+    if spec["prefill_speed"] < 1:
+        speed = spec["prefill_speed"]
+        raise c.fail(f"{where}.prefill_speed", f"must be >= 1 (x real time), got {speed}")
     steps_raw = t.get("steps")
     if not isinstance(steps_raw, list) or not steps_raw:
         raise c.fail(f"{where}.steps", "must be a non-empty list of step tables")
@@ -325,6 +333,20 @@ def _load(c: _Check, path: str, rate: int, cache: dict[str, Pcm16], where: str) 
     return cache[path]
 
 
+def _history(c: _Check, t: dict[str, Any], where: str) -> list[dict[str, str]]:
+    """`history` (a list of {role, text}) or its shorthand `history_text` (one user message)."""
+    if "history" in t and "history_text" in t:
+        raise c.fail(f"{where}.history_text", "give history or history_text, not both")
+    raw = t.get("history", [])
+    if "history_text" in t:
+        raw = [{"role": "user", "text": c.string(t, "history_text", where)}]
+    try:
+        return check_history(raw, f"{where}.history")
+    except ConfigError as exc:
+        field, _, reason = str(exc).partition(": ")
+        raise c.fail(field, reason) from exc
+
+
 def _build(
     c: _Check, spec: dict[str, Any], rate: int, scenario: str, cache: dict[str, Pcm16]
 ) -> ScenarioItem:
@@ -376,7 +398,11 @@ def _build(
     }
     if spec["description"]:
         meta["description"] = spec["description"]
-    if spec["history_text"] is not None:
-        meta["history_text"] = spec["history_text"]
+    session: dict[str, Any] = {"max_s": spec["max_s"]}
+    if spec["history"]:
+        meta["history"] = spec["history"]
+    if spec["prefill"]:
+        meta["prefill_speed"] = spec["prefill_speed"]
+        session["prefill_speed"] = spec["prefill_speed"]
     plan = UserPlan(np.zeros(0, np.int16), rate, [], sources, steps=steps)
-    return ScenarioItem(spec["id"], plan, meta, {"max_s": spec["max_s"]})
+    return ScenarioItem(spec["id"], plan, meta, session)

@@ -4,7 +4,8 @@ is a policy-violation close), `realtimeInput.audio` as base64 PCM16 with mimeTyp
 `audio/pcm;rate=16000`, automatic activity detection (an energy VAD) or, when the setup
 disables it, `activityStart` / `activityEnd`; replies as `serverContent.modelTurn.parts[]
 .inlineData` (`audio/pcm;rate=24000`), then `generationComplete` and `turnComplete`;
-speech during a reply sends `interrupted`. Errors close the socket with a code and reason,
+speech during a reply sends `interrupted`; `clientContent` turns (user/model, with parts) are
+taken as history (a reply only with turnComplete). Errors close the socket with a code and reason,
 as Gemini does. Faults from the URL query: fault=disconnect|malformed, at_s=SECONDS.
 """
 
@@ -31,6 +32,8 @@ class GeminiLog:
     audio: list[np.ndarray] = field(default_factory=list)
     markers: list[str] = field(default_factory=list)
     close_reason: str | None = None
+    client_content: list[dict[str, Any]] = field(default_factory=list)
+    audio_before_content: bool = False  # did audio arrive before the history?
 
 
 class FakeGeminiServer:
@@ -102,6 +105,19 @@ class FakeGeminiServer:
                         return
                     log.setup = msg["setup"]
                     await ws.send(json.dumps({"setupComplete": {}}))
+                    continue
+                if "clientContent" in msg:
+                    cc = msg["clientContent"]
+                    turns = cc.get("turns") if isinstance(cc, dict) else None
+                    if not isinstance(turns, list) or any(
+                        t.get("role") not in ("user", "model") or not t.get("parts") for t in turns
+                    ):
+                        await close(1007, f"invalid clientContent: {cc!r}"[:120])
+                        return
+                    log.audio_before_content = bool(log.audio)
+                    log.client_content.append(cc)
+                    if cc.get("turnComplete"):
+                        reply = asyncio.create_task(respond())
                     continue
                 rt = msg.get("realtimeInput") or {}
                 manual = (

@@ -10,7 +10,9 @@ received audio, then `committed`, a user item and a response; with turn detectio
 is `response.created`, an assistant item, audio deltas of a tone (faster than real time, like
 the real APIs), `...audio.done` and `response.done`; speech during a response cancels it.
 `conversation.item.truncate` is checked (known item, audio_end_ms within what was sent) and
-answered `conversation.item.truncated`. Grok also sends `ping` with a server timestamp.
+answered `conversation.item.truncated`. `conversation.item.create` text messages are checked
+(content part type per role and layout) and answered `conversation.item.added`/`.done` (GA) or
+`conversation.item.created` (beta). Grok also sends `ping` with a server timestamp.
 Faults per connection from the URL query: fault=disconnect|malformed|error, at_s=SECONDS.
 """
 
@@ -39,6 +41,8 @@ class ConnLog:
     truncates: list[dict[str, Any]] = field(default_factory=list)
     errors_sent: list[str] = field(default_factory=list)
     first_append_before_update: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)  # conversation.item.create items
+    first_append_index: int | None = None  # position of the first append among the events
 
 
 class FakeRealtimeServer:
@@ -166,9 +170,13 @@ class _Conn:
         self.log.events.append({k: v for k, v in msg.items() if k != "audio"})
         if kind == "session.update":
             await self.on_session_update(msg.get("session") or {})
+        elif kind == "conversation.item.create":
+            await self.on_item_create(msg.get("item"))
         elif kind == "input_audio_buffer.append":
             if not self.configured:
                 self.log.first_append_before_update = True
+            if self.log.first_append_index is None:
+                self.log.first_append_index = len(self.log.events) - 1
             await self.on_append(unb64(msg["audio"]))
         elif kind == "input_audio_buffer.commit":
             self.committing = True
@@ -318,6 +326,31 @@ class _Conn:
             status = "cancelled"
         with contextlib.suppress(Exception):
             await self.send({"type": "response.done", "response": {"id": rid, "status": status}})
+
+    async def on_item_create(self, item: Any) -> None:
+        """A text message item (the only kind the rig sends): role user/system with
+        `input_text`, assistant with `output_text` (GA) or `text` (beta)."""
+        part = "text" if self.beta else "output_text"
+        allowed = {"user": "input_text", "system": "input_text", "assistant": part}
+        if not isinstance(item, dict) or item.get("type") != "message":
+            await self.error(f"Invalid item: {item!r}")
+            return
+        role, content = item.get("role"), item.get("content")
+        if (
+            role not in allowed
+            or not isinstance(content, list)
+            or not content
+            or any(c.get("type") != allowed[role] or not c.get("text") for c in content)
+        ):
+            await self.error(f"Invalid content for role {role!r}: {content!r}")
+            return
+        iid = self.srv._id("item")
+        self.log.history.append(item)
+        created = {"id": iid, "status": "completed", **item}
+        added = "conversation.item.created" if self.beta else "conversation.item.added"
+        await self.send({"type": added, "previous_item_id": None, "item": created})
+        if not self.beta:
+            await self.send({"type": "conversation.item.done", "item": created})
 
     async def on_truncate(self, msg: dict[str, Any]) -> None:
         iid, end_ms = msg.get("item_id"), msg.get("audio_end_ms")
