@@ -10,6 +10,12 @@ The pacer does not sleep and does not read a clock. The session asks for the nex
 waits for it however it likes, sends, and reports the actual send time with `record()`. The
 pacer turns that into a `FrameTiming` (deadline, actual, lateness, stall flag). A frame sent
 more than `stall_threshold_ns` late (default: one frame) is a stall.
+
+Fast prefill: the first `fast_frames` frames (history audio) can go out `speed` times faster
+than real time. The session timeline is then laid out as if that history had been played in
+real time and ended exactly when the live part starts: frame k >= fast_frames is still due at
+`t0 + k * frame`, and frame k < fast_frames at `t_fast0 + k * frame / speed`, where `t_fast0`
+puts the last fast frame's end on the first live deadline. Both are computed from k alone.
 """
 
 from __future__ import annotations
@@ -55,9 +61,17 @@ class PacerConfig:
 class Pacer:
     """Deadlines for one uplink stream, and the lateness record of what was sent."""
 
-    def __init__(self, config: PacerConfig, t0_ns: int) -> None:
+    def __init__(
+        self, config: PacerConfig, t0_ns: int, *, fast_frames: int = 0, speed: float = 1.0
+    ) -> None:
+        if speed < 1.0:
+            raise ValueError(f"prefill speed must be >= 1 (x real time), got {speed}")
         self.config = config
         self.t0_ns = t0_ns
+        self.fast_frames = max(0, fast_frames) if speed > 1.0 else 0
+        self.speed = speed if self.fast_frames else 1.0
+        live0 = self.timeline_ns(self.fast_frames * config.frame_samples)
+        self.t_fast0_ns = live0 - round(self.fast_frames * config.frame_ns / self.speed)
         self.next_seq = 0
         self.stalls = 0
         self.max_lateness_ns = 0
@@ -65,11 +79,21 @@ class Pacer:
 
     def deadline_ns(self, seq: int) -> int:
         """Deadline of frame `seq`: exact sample arithmetic, floor to the ns."""
+        if seq < self.fast_frames:
+            return self.t_fast0_ns + round(seq * self.config.frame_ns / self.speed)
         return self.t0_ns + (seq * self.config.frame_samples * NS_PER_S) // self.config.sample_rate
 
     def timeline_ns(self, sample_index: int) -> int:
         """Shared-clock instant of a sample position on the session timeline."""
         return self.t0_ns + (sample_index * NS_PER_S) // self.config.sample_rate
+
+    @staticmethod
+    def head_start_ns(config: PacerConfig, fast_frames: int, speed: float) -> int:
+        """How much earlier than the first deadline the timeline origin t0 lies when
+        `fast_frames` go out at `speed` (0 without a fast prefill)."""
+        if fast_frames <= 0 or speed <= 1.0:
+            return 0
+        return round(fast_frames * config.frame_ns * (1.0 - 1.0 / speed))
 
     @property
     def next_deadline_ns(self) -> int:

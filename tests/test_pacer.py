@@ -46,3 +46,33 @@ def test_skip_to_counts_due_frames() -> None:
     p = Pacer(PacerConfig.from_ms(16_000, 20.0), t0_ns=0)
     assert p.skip_to(0) == 1
     assert p.skip_to(100_000_000) == 6
+
+
+@given(
+    rate=st.sampled_from([16_000, 24_000, 44_100, 48_000]),
+    fast=st.integers(min_value=1, max_value=10_000),
+    speed=st.sampled_from([1.5, 2.0, 4.0, 10.0, 37.5]),
+    k=st.integers(min_value=0, max_value=10**7),
+)
+def test_fast_prefill_frames_then_real_time_on_the_same_timeline(
+    rate: int, fast: int, speed: float, k: int
+) -> None:
+    cfg = PacerConfig.from_ms(rate, 20.0)
+    head = Pacer.head_start_ns(cfg, fast, speed)
+    p = Pacer(cfg, t0_ns=10**12 - head, fast_frames=fast, speed=speed)
+    assert abs(p.deadline_ns(0) - 10**12) <= 1  # the first frame goes out "now"
+    # live frames are exactly where they would be without the prefill: no drift from it
+    live = fast + k
+    assert p.deadline_ns(live) == p.timeline_ns(live * cfg.frame_samples)
+    # fast frames are 1/speed of a frame apart, and the last one leads into the first live one
+    gap = cfg.frame_ns / speed
+    j = k % fast
+    assert abs(p.deadline_ns(j + 1) - p.deadline_ns(j) - gap) <= 1
+    assert abs(p.deadline_ns(fast) - p.deadline_ns(fast - 1) - gap) <= 1
+
+
+def test_no_fast_frames_at_real_time_speed() -> None:
+    cfg = PacerConfig.from_ms(16_000, 20.0)
+    p = Pacer(cfg, t0_ns=0, fast_frames=100, speed=1.0)
+    assert p.fast_frames == 0 and p.deadline_ns(1) == 20_000_000
+    assert Pacer.head_start_ns(cfg, 100, 1.0) == 0

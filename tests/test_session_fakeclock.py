@@ -7,7 +7,8 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import FakeClock
-from rig.plan import PlanBuilder
+from rig.director import Drain, Pause, Play
+from rig.plan import PlanBuilder, UserPlan
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
@@ -110,3 +111,63 @@ async def test_hard_cap_times_out(tmp_path) -> None:
     s, m = await _run(tmp_path, system, _plan(gap_s=0.5), SessionConfig(start_lead_ms=0, max_s=5))
     assert m["status"] == "timed_out"
     assert m["uplink"]["frames"] == 250
+
+
+class FastMemorySystem(MemorySystem):
+    faster_than_real_time = True  # like a WebSocket: audio may go out faster than it plays
+
+
+def _prefill_plan(prefill_s: float = 3.0) -> UserPlan:
+    quiet = tone(200, prefill_s, 16_000, level_dbfs=-70).pcm  # history, under the VAD
+    steps = [
+        Play(quiet, "history", "prefill", barge_in=False),
+        Pause(0.5),
+        Play(tone(300, 1.0, 16_000).pcm, "q", "turn"),
+        Drain(1.5, 20.0),
+    ]
+    return UserPlan(np.zeros(0, np.int16), 16_000, [], [], steps=steps)
+
+
+async def test_fast_prefill_goes_out_at_speed_and_keeps_one_timeline(tmp_path) -> None:
+    clock = FakeClock(1_000_000_000)
+    sim = SimConfig(latency_ms=350, endpoint_silence_ms=400)
+    system = FastMemorySystem(clock, sim, up_delay_ms=30, down_delay_ms=45)
+    s, m = await _run(
+        tmp_path, system, _prefill_plan(), SessionConfig(start_lead_ms=0, prefill_speed=4.0)
+    )
+    assert m["status"] == "ok"
+    assert m["uplink"]["prefill"] == {
+        "samples": 48_000, "requested_speed": 4.0, "speed": 4.0, "fast_frames": 150
+    }  # fmt: skip
+    t = dict(system.sent)
+    assert t[1] - t[0] == 5_000_000 and t[149] - t[148] == 5_000_000  # 20 ms frames every 5 ms
+    assert t[150] - t[149] == 5_000_000 and t[151] - t[150] == 20_000_000  # then real time
+    assert t[150] - t[0] == 750_000_000  # 3 s of history in 0.75 s
+    # the timeline origin lies where the history would have started in real time
+    assert m["t0_ns"] == t[0] - 2_250_000_000
+    assert m["uplink"]["lateness_ms"]["max"] == 0.0 and m["uplink"]["stalls"] == 0
+    # the live turn is still timed against the truth, on the same timeline as the recordings
+    (r,) = m["responses"]
+    te = next(x for x in system.truths if x.event == "speech_end")
+    ts = next(x for x in system.truths if x.event == "reply_start")
+    assert r["latency_ms"] == pytest.approx(
+        (ts.t_ns + 45e6 - (te.data["audio_end_ns"] - 30e6)) / 1e6, abs=0.1
+    )
+    user, _ = read_wav(str(tmp_path / "r" / "user.wav"))
+    last = int(np.flatnonzero(np.abs(user) > 328)[-1]) + 1
+    assert abs(last - (r["user_end_ns"] - m["t0_ns"]) * 16_000 / 1e9) <= 1
+    ups = [json.loads(x) for x in (tmp_path / "r" / "chunks.jsonl").read_text().splitlines()]
+    fast = [u for u in ups if u["dir"] == "up" and u.get("prefill_speed") == 4.0]
+    assert len(fast) == 150
+
+
+async def test_prefill_plays_in_real_time_where_the_transport_cannot_go_faster(tmp_path) -> None:
+    clock = FakeClock(0)
+    system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300))
+    s, m = await _run(
+        tmp_path, system, _prefill_plan(1.0), SessionConfig(start_lead_ms=0, prefill_speed=4.0)
+    )
+    p = m["uplink"]["prefill"]
+    assert p["speed"] == 1.0 and p["fast_frames"] == 0 and "real time" in p["reason"]
+    t = dict(system.sent)
+    assert t[1] - t[0] == 20_000_000

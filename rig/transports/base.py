@@ -50,6 +50,8 @@ class Transport(Protocol):
 
     #: sample rate the system expects on the uplink (the session resamples to it)
     uplink_rate: int
+    # optional: `faster_than_real_time = True` where audio may be sent faster than it plays
+    # (the session's fast prefill); sound cards and RTP leave it out
 
     async def open(self) -> None:
         """Connect and finish any handshake; raise TransportError on failure."""

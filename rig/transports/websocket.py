@@ -67,6 +67,9 @@ def redact_url(url: str) -> str:
 class WebSocketTransport:
     """One WebSocket connection to a system, framed by a dialect."""
 
+    #: messages may go out faster than real time (fast prefill): the server buffers them
+    faster_than_real_time = True
+
     def __init__(
         self,
         url: str,
