@@ -327,10 +327,17 @@ async def test_jack_transport_round_trip_is_one_period_and_stamps_are_continuous
 
 
 @pytest.mark.device
-@pytest.mark.parametrize("backend", ["sounddevice", "pyaudio"])
-def test_both_backends_carry_a_rollout_over_the_jack_loopback(tmp_path: Path, backend: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "duplex"),
+    [("sounddevice", False), ("pyaudio", False), ("sounddevice", True)],
+    ids=["sounddevice", "pyaudio", "sounddevice-duplex"],
+)
+def test_both_backends_carry_a_rollout_over_the_jack_loopback(
+    tmp_path: Path, backend: str, duplex: bool
+) -> None:
     """The JACK loopback returns what the rig plays: the recording must hold the user's own
-    speech, one round trip later, with no xruns, whichever PortAudio binding runs it."""
+    speech, one round trip later, with no xruns, whichever PortAudio binding runs it, on two
+    streams or one full-duplex stream."""
     _need("JACK", "loopback")
     if backend == "pyaudio":
         pytest.importorskip("pyaudio")
@@ -339,7 +346,7 @@ def test_both_backends_carry_a_rollout_over_the_jack_loopback(tmp_path: Path, ba
             sys.executable, "-m", "rig", "run", WAV, "--transport", "device",
             "--backend", backend, "--output", "JACK:loopback", "--input", "JACK:loopback",
             "--calibration", "none", "--out", str(tmp_path), "--run-id", "run", "--headless",
-            "--max-s", "15", "--drain-quiet-s", "0.5",
+            "--max-s", "15", "--drain-quiet-s", "0.5", *(["--duplex"] if duplex else []),
         ],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -347,6 +354,7 @@ def test_both_backends_carry_a_rollout_over_the_jack_loopback(tmp_path: Path, ba
     m = json.loads((d / "metrics.json").read_text())
     assert m["status"] == "ok", (m.get("reason"), r.stderr[-1500:])
     assert m["transport"]["backend"] == backend
+    assert m["transport"]["options"]["duplex"] is duplex
     assert m["device_xruns"] == 0
     user, rate = read_wav(str(d / "user.wav"))
     system, sys_rate = read_wav(str(d / "system.wav"))

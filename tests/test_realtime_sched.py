@@ -63,7 +63,16 @@ def test_missing_privilege_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatc
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     with realtime.scheduling(3) as got:
         assert got["policy"] == "default"
         assert got["requested_priority"] == 3
         assert "not permitted" in got["reason"] and "rtprio" in got["reason"]
+
+
+def test_one_cpu_gets_no_real_time_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    before = os.sched_getscheduler(0)
+    with realtime.scheduling(3) as got:
+        assert got == {"policy": "default", "requested_priority": 3, "reason": "one CPU"}
+        assert os.sched_getscheduler(0) == before
