@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from rig import realtime
 from rig.audio.source import load_wav
 from rig.sim.engine import SimConfig
 from rig.sim.server import NetConfig, SimServer
@@ -91,6 +92,13 @@ def add_parser(sub: Any) -> None:
         help="webrtc: HTTP offer/answer at http://HOST:PORT/offer (and /api/offer), 48 kHz; "
         "device: listen on --input DEV, reply on --output DEV",
     )
+    p.add_argument(
+        "--rt-priority",
+        type=int,
+        default=3,
+        help="SCHED_FIFO priority for the server's loop thread, if permitted (0: normal): its "
+        "truth stamps stay tight when the machine is busy",
+    )
     add_device_options(p)
     add_sim_knobs(p)
 
@@ -150,8 +158,15 @@ def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     cfg, net, reply = sim_from_args(args)
-    if args.transport == "device":
-        return run_device(args, cfg, reply)
+    with realtime.scheduling(args.rt_priority) as sched:
+        if args.transport == "device":
+            return run_device(args, cfg, reply)
+        return run_ws_or_webrtc(args, cfg, net, reply, sched)
+
+
+def run_ws_or_webrtc(
+    args: argparse.Namespace, cfg: SimConfig, net: Any, reply: Any, sched: dict[str, Any]
+) -> int:
 
     async def main() -> None:
         server: Any
@@ -163,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
         url = await server.start(args.host, args.port)
         print(f"rig sim listening on {url}", flush=True)
+        print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)  # after the URL line
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
