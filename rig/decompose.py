@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,7 @@ from rig.clock.mapping import (
     refusal_reason,
 )
 from rig.clock.rtt import RttStats, RttSummary
+from rig.clock.steps import ClockStep, find_probe_steps
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
@@ -116,6 +117,17 @@ class SessionClock:
     up_t0_ns: tuple[int, ...]  # per probe (split fits only): send time ...
     up_delay_ns: tuple[int, ...]  # ... and uplink delay, map(t1) - t0
     down_delay_ns: tuple[int, ...]  # downlink audio/event delays, arrival - map(server)
+    #: where the peer clock stepped (rig/clock/steps.py), and then one clock per stretch
+    #: between steps as (local from, local to, clock); this record is the longest stretch's
+    steps: tuple[ClockStep, ...] = ()
+    segments: tuple[tuple[int, int, SessionClock], ...] = ()
+
+    def at_local(self, t_ns: int) -> SessionClock:
+        """The clock that holds at local time `t_ns` (itself when the clock never stepped)."""
+        for lo, hi, seg in self.segments:
+            if lo <= t_ns < hi:
+                return seg
+        return self
 
     def as_dict(self) -> dict[str, Any]:
         d = self.fit.as_dict()
@@ -125,7 +137,20 @@ class SessionClock:
             _spread_ms(self.up_delay_ns) if split_reason(self.fit) is None else None
         )
         d["downlink_delay_ms"] = _spread_ms(self.down_delay_ns)
+        if self.steps:
+            d["steps"] = [st.as_dict() for st in self.steps]
+            d["segments"] = [
+                {
+                    "local_from_ns": None if lo == _EARLIEST else lo,
+                    "local_to_ns": None if hi == _LATEST else hi,
+                    **seg.as_dict(),
+                }
+                for lo, hi, seg in self.segments
+            ]
         return d
+
+
+_EARLIEST, _LATEST = -(2**63), 2**63
 
 
 def ms_to_ns(ms: float) -> int:
@@ -228,7 +253,35 @@ def fit_clock(
     min_samples: int = FIT_MIN_SAMPLES,
     min_span_ns: int = FIT_MIN_SPAN_NS,
 ) -> SessionClock:
-    """Two-way fit from the probes where there are any; else one-way from server stamps."""
+    """Two-way fit from the probes where there are any; else one-way from server stamps.
+    Where the probes prove the server clock stepped, one fit per stretch between steps."""
+    steps = (
+        find_probe_steps(
+            [p.t0_ns for p in obs.probes],
+            [p.t1_peer_ns for p in obs.probes],
+            [p.t2_peer_ns for p in obs.probes],
+            [p.t3_ns for p in obs.probes],
+        )
+        if obs.probes
+        else []
+    )
+    if not steps:
+        return _fit_stretch(obs, min_samples, min_span_ns)
+    edges = [_EARLIEST, *(st.local_ns for st in steps), _LATEST]
+    segments = []
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        part = replace(
+            obs,
+            probes=tuple(p for p in obs.probes if lo <= p.t0_ns < hi),
+            down_pairs=tuple((sv, t) for sv, t in obs.down_pairs if lo <= t < hi),
+        )
+        segments.append((lo, hi, _fit_stretch(part, min_samples, min_span_ns)))
+    longest = max(segments, key=lambda seg: len(seg[2].up_t0_ns))[2]
+    return replace(longest, steps=tuple(steps), segments=tuple(segments))
+
+
+def _fit_stretch(obs: Observations, min_samples: int, min_span_ns: int) -> SessionClock:
+    """One straight-line fit over everything in `obs`."""
     fit: ClockMap | FitRefusal
     rtt = RttStats("probe")
     if obs.probes:
@@ -299,6 +352,8 @@ def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) 
 
     server_start, start_source = _server_start(response, window)
     out["server_start_source"] = start_source
+    clock = clock.at_local(arrival)  # the stretch between clock steps this response lies in
+    fit = clock.fit
     names = ("uplink_ms", "model_ms", "downlink_ms")
     if server_start is None:
         return {**out, **_nulls(names, "no server timestamp on the onset chunk or response start")}

@@ -146,6 +146,37 @@ async def test_loopback_split_matches_truth(tmp_path: Path, drift_ppm: float, of
 
 
 @pytest.mark.realtime
+async def test_a_server_clock_step_mid_run_is_found_and_each_side_fitted(tmp_path: Path):
+    """The sim's clock jumps 250 ms forward mid-conversation (an NTP step): the probes prove
+    it, each stretch gets its own fit, and the split still matches the truth on both sides."""
+    truth_path = tmp_path / "truth.jsonl"
+    proc, url = _start_sim(
+        [],
+        truth_path,
+        "--port", "0", "--latency-ms", "250", "--endpoint-silence-ms", "300",
+        "--reply-s", "0.3", "--net-delay-ms", "15", "--net-jitter-ms", "1",
+        "--clock-offset-ms", "777", "--clock-drift-ppm", "20000",
+        "--clock-step-ms", "250", "--clock-step-at-s", "4.2",
+    )  # fmt: skip
+    try:
+        s, m = await _rollout(tmp_path, url, turns=5)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert m["status"] == "ok", m
+    fit = m["clock_fit"]
+    (step,) = fit["steps"]
+    assert step["step_ms"] == pytest.approx(250, abs=step["bound_ms"])
+    assert len(fit["segments"]) == 2 and all(seg["split"] for seg in fit["segments"])
+    assert fit["drift_ppm"] == pytest.approx(20_000, abs=1000.0)
+    est = [r for r in m["responses"] if r.get("onset_ns") is not None]
+    assert min(r["onset_ns"] for r in est) < step["local_ns"] < max(r["onset_ns"] for r in est)
+    errs = _check_against_truth(m, _truth_per_response(s, m, read_truth(str(truth_path))))
+    print(f"clock step: p95 |error| ms {errs}, step {step}")
+    assert max(errs.values()) <= TOL_MS, errs
+
+
+@pytest.mark.realtime
 async def test_without_probes_the_split_is_refused_with_a_reason(tmp_path: Path) -> None:
     truth_path = tmp_path / "truth.jsonl"
     proc, url = _start_sim(

@@ -49,6 +49,13 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--net-jitter-ms", type=float, default=0.0, help="± uniform jitter per message")
     g.add_argument("--clock-offset-ms", type=float, default=0.0, help="server clock offset")
     g.add_argument("--clock-drift-ppm", type=float, default=0.0, help="server clock drift")
+    g.add_argument(
+        "--clock-step-ms",
+        type=float,
+        default=0.0,
+        help="the server clock jumps by this much (either sign) --clock-step-at-s after start",
+    )
+    g.add_argument("--clock-step-at-s", type=float, default=0.0)
     if with_seed:
         g.add_argument("--seed", type=int, default=0, help="jitter seed")
 
@@ -74,6 +81,8 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         jitter_ms=args.net_jitter_ms,
         clock_offset_ms=args.clock_offset_ms,
         clock_drift_ppm=args.clock_drift_ppm,
+        clock_step_ms=args.clock_step_ms,
+        clock_step_at_s=args.clock_step_at_s,
         seed=args.seed,
     )
     reply = load_wav(args.reply_wav, cfg.sample_rate).pcm if args.reply_wav else None

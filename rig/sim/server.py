@@ -40,6 +40,8 @@ class NetConfig:
     jitter_ms: float = 0.0
     clock_offset_ms: float = 0.0
     clock_drift_ppm: float = 0.0
+    clock_step_ms: float = 0.0  # the server clock jumps by this much ...
+    clock_step_at_s: float = 0.0  # ... this long after the server started
     seed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -47,15 +49,27 @@ class NetConfig:
 
 
 class ServerClock:
-    """The sim's own clock: offset and drift against the true shared clock."""
+    """The sim's own clock: offset, drift and an optional step against the true shared clock."""
 
-    def __init__(self, epoch_ns: int, offset_ms: float, drift_ppm: float) -> None:
+    def __init__(
+        self,
+        epoch_ns: int,
+        offset_ms: float,
+        drift_ppm: float,
+        step_ms: float = 0.0,
+        step_at_s: float = 0.0,
+    ) -> None:
         self.epoch_ns = epoch_ns
         self.offset_ns = round(offset_ms * NS_PER_MS)
         self.rate = 1.0 + drift_ppm / 1e6
+        self.step_ns = round(step_ms * NS_PER_MS)
+        self.step_true_ns = epoch_ns + round(step_at_s * 1e9)  # true time of the jump
 
     def ns(self, t_true_ns: int) -> int:
-        return self.epoch_ns + self.offset_ns + round((t_true_ns - self.epoch_ns) * self.rate)
+        step = self.step_ns if self.step_ns and t_true_ns >= self.step_true_ns else 0
+        return (
+            self.epoch_ns + self.offset_ns + step + round((t_true_ns - self.epoch_ns) * self.rate)
+        )
 
     def ms(self, t_true_ns: int) -> float:
         return round(self.ns(t_true_ns) / NS_PER_MS, 6)
@@ -87,7 +101,11 @@ class SimHost:
         self.truth = TruthLog(truth_log)
         self.reply_audio = reply_audio
         self.server_clock = ServerClock(
-            self.clock.now_ns(), self.net.clock_offset_ms, self.net.clock_drift_ppm
+            self.clock.now_ns(),
+            self.net.clock_offset_ms,
+            self.net.clock_drift_ppm,
+            self.net.clock_step_ms,
+            self.net.clock_step_at_s,
         )
         self.state = SimServerState()
         self._ids = itertools.count(1)
