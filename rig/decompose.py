@@ -59,7 +59,13 @@ from rig.clock.mapping import (
     refusal_reason,
 )
 from rig.clock.rtt import RttStats, RttSummary
-from rig.clock.steps import ClockStep, find_probe_steps
+from rig.clock.steps import (
+    ClockStep,
+    find_probe_steps,
+    stretch_bounds_dict,
+    stretch_of,
+    stretches,
+)
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
@@ -122,12 +128,19 @@ class SessionClock:
     steps: tuple[ClockStep, ...] = ()
     segments: tuple[tuple[int, int, SessionClock], ...] = ()
 
-    def at_local(self, t_ns: int) -> SessionClock:
-        """The clock that holds at local time `t_ns` (itself when the clock never stepped)."""
-        for lo, hi, seg in self.segments:
-            if lo <= t_ns < hi:
-                return seg
-        return self
+    def at(self, arrival_ns: int, peer_ns: int | None) -> SessionClock:
+        """The clock of the stretch (between steps) a message stamped `peer_ns` that arrived
+        at `arrival_ns` belongs to; itself when the clock never stepped."""
+        if not self.segments:
+            return self
+
+        def delay(k: int) -> float | None:
+            fit = self.segments[k][2].fit
+            if peer_ns is None or not isinstance(fit, ClockMap):
+                return None
+            return float(arrival_ns - fit.to_local(peer_ns))
+
+        return self.segments[stretch_of(self.steps, arrival_ns, delay)][2]
 
     def as_dict(self) -> dict[str, Any]:
         d = self.fit.as_dict()
@@ -140,17 +153,9 @@ class SessionClock:
         if self.steps:
             d["steps"] = [st.as_dict() for st in self.steps]
             d["segments"] = [
-                {
-                    "local_from_ns": None if lo == _EARLIEST else lo,
-                    "local_to_ns": None if hi == _LATEST else hi,
-                    **seg.as_dict(),
-                }
-                for lo, hi, seg in self.segments
+                {**stretch_bounds_dict(lo, hi), **seg.as_dict()} for lo, hi, seg in self.segments
             ]
         return d
-
-
-_EARLIEST, _LATEST = -(2**63), 2**63
 
 
 def ms_to_ns(ms: float) -> int:
@@ -255,24 +260,24 @@ def fit_clock(
 ) -> SessionClock:
     """Two-way fit from the probes where there are any; else one-way from server stamps.
     Where the probes prove the server clock stepped, one fit per stretch between steps."""
+    probes = sorted(obs.probes, key=lambda p: p.t0_ns)  # send order, as the steps count
     steps = (
         find_probe_steps(
-            [p.t0_ns for p in obs.probes],
-            [p.t1_peer_ns for p in obs.probes],
-            [p.t2_peer_ns for p in obs.probes],
-            [p.t3_ns for p in obs.probes],
+            [p.t0_ns for p in probes],
+            [p.t1_peer_ns for p in probes],
+            [p.t2_peer_ns for p in probes],
+            [p.t3_ns for p in probes],
         )
-        if obs.probes
+        if probes
         else []
     )
     if not steps:
         return _fit_stretch(obs, min_samples, min_span_ns)
-    edges = [_EARLIEST, *(st.local_ns for st in steps), _LATEST]
     segments = []
-    for lo, hi in zip(edges, edges[1:], strict=False):
+    for lo, hi, probe_slice in stretches(steps, len(probes)):
         part = replace(
             obs,
-            probes=tuple(p for p in obs.probes if lo <= p.t0_ns < hi),
+            probes=tuple(probes[probe_slice]),
             down_pairs=tuple((sv, t) for sv, t in obs.down_pairs if lo <= t < hi),
         )
         segments.append((lo, hi, _fit_stretch(part, min_samples, min_span_ns)))
@@ -352,7 +357,7 @@ def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) 
 
     server_start, start_source = _server_start(response, window)
     out["server_start_source"] = start_source
-    clock = clock.at_local(arrival)  # the stretch between clock steps this response lies in
+    clock = clock.at(arrival, server_start)  # the stretch between clock steps it lies in
     fit = clock.fit
     names = ("uplink_ms", "model_ms", "downlink_ms")
     if server_start is None:

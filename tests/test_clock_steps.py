@@ -79,10 +79,10 @@ def test_a_step_beyond_the_round_trips_is_found_where_it_happened(
 ) -> None:
     rng = np.random.default_rng(p["seed"])
     kw = {k: p[k] for k in ("drift_ppm", "offset_ns", "up_ms", "down_ms", "jitter_ms")}
-    n = max(p["n"], 4)
+    n = max(p["n"], 5)
     at = min(n - 1, max(1, round(where * n)))
-    # big enough to beat any probe pair's round trips (max delay + queueing tail)
-    step_ns = sign * round((2 * (p["up_ms"] + p["down_ms"]) + 40 * p["jitter_ms"] + 50) * MS)
+    # big enough to beat twice the worst probe pair's round trips (delays + queueing tail)
+    step_ns = sign * round((3 * (p["up_ms"] + p["down_ms"]) + 60 * p["jitter_ms"] + 50) * MS)
     (found,) = find_probe_steps(*probes(rng, n, step_ns=step_ns, step_at=at, **kw))
     assert found.index == at
     assert abs(found.step_ns - step_ns) <= found.bound_ns  # measured within its own bound
@@ -90,7 +90,7 @@ def test_a_step_beyond_the_round_trips_is_found_where_it_happened(
 
 
 def test_too_few_probes_or_mismatched_lists() -> None:
-    assert find_probe_steps([1, 2], [1, 2], [1, 2], [1, 2]) == []
+    assert find_probe_steps([1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]) == []
     with pytest.raises(ValueError, match="differ in length"):
         find_probe_steps([1, 2, 3], [1, 2], [1, 2, 3], [1, 2, 3])
 
@@ -121,7 +121,7 @@ def test_decomposition_fits_each_stretch_between_steps() -> None:
     rate = 1 + drift * 1e-6
     for k, extra in ((10, 0), (50, step)):  # a probe's peer receive time, each side
         true_local = round((t1[k] - offset - extra) / rate)
-        seg = clock.at_local(t0[k])
+        seg = clock.at(t3[k], t2[k])
         assert abs(seg.fit.to_local(t1[k]) - true_local) < 15 * MS  # within the path delay
         assert seg.fit.offset_err_ns < 25 * MS
     single = fit_two_way(t2, t3, t0, t1)

@@ -31,6 +31,7 @@ from rig.telemetry.mqtt import (
 )
 
 MS = 1_000_000
+S = 1_000_000_000
 REPO = Path(__file__).resolve().parents[1]
 
 # -- pure ------------------------------------------------------------------------------------
@@ -348,6 +349,39 @@ async def test_device_clock_probe_round_trip(broker: Broker) -> None:
     assert len(clock_events) == 10
     assert clock_events[0].rollout_id == "device:dev0"
     assert clock_events[0].data["offset_ms"] == pytest.approx(offset_ns / MS, abs=50)
+
+
+@pytest.mark.mqtt
+@needs_broker
+async def test_device_clock_step_after_an_ntp_sync_splits_the_fit(broker: Broker) -> None:
+    """A device that syncs NTP mid-run jumps its clock: the probes prove the step, and each
+    event goes through the fit of its own side of it."""
+    config = parse_mqtt_url(broker.url, env={})
+    device = SimulatedDevice(config, "run1", "dev0", offset_ns=-3 * S)
+    task = asyncio.create_task(device.run())
+    await asyncio.wait_for(device.ready.wait(), 5)
+    truth: list[tuple[int, int]] = []  # (device stamp, true local time)
+    try:
+        async with DeviceClockProbe(config, "run1", "dev0") as probe:
+            for step_ns in (0, 700 * MS):
+                device.offset_ns += step_ns  # the sync: the device clock jumps forward
+                assert await probe.probe_many(12, interval_s=0.03) == 12
+                for i in range(2):
+                    dev_ts = await device.emit("button", n=i)
+                    truth.append((dev_ts, dev_ts - device.offset_ns))
+            await asyncio.sleep(0.3)
+            summary = probe.summary()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    (step,) = summary["steps"]
+    assert step["probe_index"] == 12
+    assert step["step_ms"] == pytest.approx(700, abs=step["bound_ms"])
+    assert len(summary["segments"]) == 2
+    mapped = {e["device_ts_ns"]: e["t_ns"] for e in summary["events"]}
+    for dev_ts, t_true in truth:  # within the probes' round trips on either side
+        assert abs(mapped[dev_ts] - t_true) < 20 * MS
 
 
 @pytest.mark.mqtt

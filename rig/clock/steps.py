@@ -9,24 +9,31 @@ within rtt / 2 of the true offset at that moment whatever the path asymmetry (a 
 not a statistical one). Between consecutive probes the true offset moves by the drift times
 the time between them; the drift is the median slope of theta over all probe pairs (robust to
 the one pair a step corrupts). So a change of theta, minus drift, larger than the two probes'
-half round trips together plus `margin_ns` cannot be queueing or asymmetry: the clock stepped
-between those probes. Steps are only claimed where that bound proves them; small steps under
-the probes' round trip stay invisible (and inside the fits' error bars).
+half round trips together, plus what the drift estimate can be off by over that gap, plus
+`margin_ns`, cannot be queueing or asymmetry: the clock stepped between those probes. Steps
+are only claimed where that bound proves them; steps under about two round trips stay
+invisible (and inside the fits' error bars).
 
-Pure functions; the session's decomposition splits the probes at the steps and fits each
-segment on its own (rig/decompose.py).
+Pure functions; the session's decomposition (rig/decompose.py) and the MQTT device clock
+split the probes at the steps and fit each stretch on its own; a stamped message near a step
+goes to the side whose map gives it a plausible (smallest non-negative) delay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+Timestamps = Sequence[int] | npt.NDArray[np.integer]
 DEFAULT_MARGIN_NS = NS_PER_MS  # a step must beat the hard bound by this much as well
+EARLIEST_NS, LATEST_NS = -(2**63), 2**63  # open ends of the first and last stretch
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,29 +42,37 @@ class ClockStep:
 
     index: int  # first probe after the step (in send order)
     peer_ns: int  # peer time halfway between the two probes (on the pre-step clock)
-    local_ns: int  # local time halfway between them: where the segments meet
+    local_ns: int  # local time halfway between them: where the stretches meet
+    window_from_ns: int  # the jump happened after this local time (last probe before it
+    window_to_ns: int  # came back) and before this one (first probe after it was sent)
     step_ns: int  # the jump: peer time read after minus what the old line predicts
-    bound_ns: int  # the largest change queueing and asymmetry could explain
+    bound_ns: int  # the largest change queueing, asymmetry and drift could explain
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "probe_index": self.index,
             "peer_ns": self.peer_ns,
             "local_ns": self.local_ns,
+            "window_ms": round((self.window_to_ns - self.window_from_ns) / NS_PER_MS, 3),
             "step_ms": round(self.step_ns / NS_PER_MS, 3),
             "bound_ms": round(self.bound_ns / NS_PER_MS, 3),
         }
 
 
 def find_probe_steps(
-    t0_ns: Sequence[int],
-    t1_peer_ns: Sequence[int],
-    t2_peer_ns: Sequence[int],
-    t3_ns: Sequence[int],
+    t0_ns: Timestamps,
+    t1_peer_ns: Timestamps,
+    t2_peer_ns: Timestamps,
+    t3_ns: Timestamps,
     *,
     margin_ns: int = DEFAULT_MARGIN_NS,
 ) -> list[ClockStep]:
-    """Steps proven by the probes (in send order), earliest first; [] for fewer than 3."""
+    """Steps proven by the probes (in send order), earliest first; [] for fewer than 4.
+
+    The drift is the median of the consecutive pairs' slopes. Each pair's slope is within
+    e_j = (h_j + h_j+1) / dt_j of the true drift (h: half round trips), so with at most a
+    minority of pairs across steps the median is within max(e_j): the bound for the change
+    across gap i is h_i + h_i+1 + dt_i * max(e_j) + margin. Nothing here is statistical."""
     t0 = np.asarray(t0_ns, dtype=np.int64)
     t1 = np.asarray(t1_peer_ns, dtype=np.int64)
     t2 = np.asarray(t2_peer_ns, dtype=np.int64)
@@ -65,8 +80,8 @@ def find_probe_steps(
     n = int(t0.size)
     if not (t1.size == t2.size == t3.size == n):
         raise ValueError("the four probe timestamp lists differ in length")
-    if n < 3:
-        return []
+    if n < 4:
+        return []  # three pairs at least, so that one step leaves a majority of good slopes
     order = np.argsort(t0, kind="stable")
     t0, t1, t2, t3 = t0[order], t1[order], t2[order], t3[order]
     # offsets and half round trips relative to the first probe (small numbers, exact ints)
@@ -77,9 +92,11 @@ def find_probe_steps(
     dt = np.diff(mid)
     if np.any(dt <= 0):
         return []  # two probes at once: no slope to speak of
+    pair_h = half_rtt[:-1] + half_rtt[1:]
     slope = float(np.median(np.diff(theta) / dt))  # d(offset)/d(local): the drift
+    slope_err = float(np.max(pair_h / dt))
     jump = np.diff(theta) - slope * dt
-    bound = half_rtt[:-1] + half_rtt[1:] + margin_ns
+    bound = pair_h + dt * slope_err + margin_ns
     steps = []
     for i in np.flatnonzero(np.abs(jump) > bound):
         k = int(i) + 1
@@ -90,8 +107,49 @@ def find_probe_steps(
                 index=k,
                 peer_ns=peer_mid,
                 local_ns=local_mid,
+                window_from_ns=int(t3[k - 1]),
+                window_to_ns=int(t0[k]),
                 step_ns=round(float(jump[i])),
                 bound_ns=round(float(bound[i])),
             )
         )
+    if len(steps) * 2 >= n - 1:
+        return []  # most gaps "jump": the drift estimate itself is not to be trusted
     return steps
+
+
+def stretches(steps: Sequence[ClockStep], n_probes: int) -> list[tuple[int, int, slice]]:
+    """Per stretch between the steps: its local-time range [from, to) (for events and
+    responses) and its probes as a slice of the probes in send order (the step's index
+    decides, not the range: two probes can sit closer together than a round trip)."""
+    edges = [EARLIEST_NS, *(st.local_ns for st in steps), LATEST_NS]
+    cuts = [0, *(st.index for st in steps), n_probes]
+    return [(edges[i], edges[i + 1], slice(cuts[i], cuts[i + 1])) for i in range(len(edges) - 1)]
+
+
+def stretch_of(
+    steps: Sequence[ClockStep],
+    arrival_ns: int,
+    delay_in: Callable[[int], float | None],
+    settle_ns: int = NS_PER_S,
+) -> int:
+    """Which stretch (index into `stretches`) a stamped message belongs to, from its local
+    arrival. Near a step (arrival between the last probe before it and `settle_ns` after the
+    first probe after it) the stamp decides: the stretch whose map gives the smallest
+    delay that is not negative (`delay_in(i)`: arrival minus the stamp mapped by stretch
+    i, None if that stretch has no map); a wrong side is off by the whole step."""
+    i = bisect.bisect_right([st.local_ns for st in steps], arrival_ns)
+    for j, st in enumerate(steps):
+        if st.window_from_ns <= arrival_ns <= st.window_to_ns + settle_ns:
+            options = [(d, k) for k in (j, j + 1) if (d := delay_in(k)) is not None and d >= 0]
+            if options:
+                return min(options)[1]
+    return i
+
+
+def stretch_bounds_dict(lo: int, hi: int) -> dict[str, int | None]:
+    """A stretch's range for JSON (open ends as null)."""
+    return {
+        "local_from_ns": None if lo == EARLIEST_NS else lo,
+        "local_to_ns": None if hi == LATEST_NS else hi,
+    }

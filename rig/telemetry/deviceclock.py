@@ -25,8 +25,17 @@ from typing import Any
 import numpy as np
 
 from rig.clock import NS_PER_MS, Clock, MonotonicClock
-from rig.clock.fit import fit_two_way
+from rig.clock.fit import METHOD_TWO_WAY, fit_two_way
 from rig.clock.mapping import ClockMap, FitRefusal
+from rig.clock.steps import (
+    EARLIEST_NS,
+    LATEST_NS,
+    ClockStep,
+    find_probe_steps,
+    stretch_bounds_dict,
+    stretch_of,
+    stretches,
+)
 from rig.errors import ProtocolError
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
@@ -211,34 +220,60 @@ class DeviceClockProbe:
     def fit(self) -> ClockMap | FitRefusal:
         """The device clock fitted onto the shared clock: the two one-way envelopes of the
         four-timestamp exchanges (offset and drift, uncertainty half the minimum round trip),
-        exactly as a server clock is fitted."""
+        exactly as a server clock is fitted. If the device clock stepped (an NTP sync after
+        boot is typical), the fit of the longest stretch between steps; see `fits()`."""
+        _, fits = self.fits()
+        return max(fits, key=lambda f: f[2].n_samples)[2]
+
+    def fits(self) -> tuple[list[ClockStep], list[tuple[int, int, ClockMap | FitRefusal]]]:
+        """Steps the probes prove (rig/clock/steps.py) and one fit per local-time stretch."""
         s = self.samples
         if not s:
-            return FitRefusal("envelope-two-way", 0, "no probe was answered")
+            return [], [
+                (EARLIEST_NS, LATEST_NS, FitRefusal(METHOD_TWO_WAY, 0, "no probe was answered"))
+            ]
         t0, t1, t2, t3 = (np.asarray(col, dtype=np.int64) for col in zip(*s, strict=True))
-        return fit_two_way(t2, t3, t0, t1)
+        order = np.argsort(t0, kind="stable")  # send order, as the steps count
+        t0, t1, t2, t3 = t0[order], t1[order], t2[order], t3[order]
+        steps = find_probe_steps(t0, t1, t2, t3)
+        out: list[tuple[int, int, ClockMap | FitRefusal]] = []
+        for lo, hi, k in stretches(steps, int(t0.size)):
+            out.append((lo, hi, fit_two_way(t2[k], t3[k], t0[k], t1[k])))
+        return steps, out
 
     def mapped_events(self, fit: ClockMap | FitRefusal | None = None) -> list[dict[str, Any]]:
-        """The device's own events on the shared clock (`t_ns`), beside their arrival time."""
-        fit = self.fit() if fit is None else fit
+        """The device's own events on the shared clock (`t_ns`), beside their arrival time;
+        each through the fit of the stretch (between clock steps) it arrived in, unless
+        `fit` is given."""
+        steps, fits = self.fits() if fit is None else ([], [(EARLIEST_NS, LATEST_NS, fit)])
         out = []
         for (dev_ts, arrival), payload in zip(
             self.collector.events, self.collector.event_payloads, strict=False
         ):
-            local = fit.to_local(dev_ts) if isinstance(fit, ClockMap) else None
+
+            def delay(k: int, dev_ts: int = dev_ts, arrival: int = arrival) -> float | None:
+                m = fits[k][2]
+                return float(arrival - m.to_local(dev_ts)) if isinstance(m, ClockMap) else None
+
+            f = fits[stretch_of(steps, arrival, delay)][2]
+            local = f.to_local(dev_ts) if isinstance(f, ClockMap) else None
             out.append({**payload, "device_ts_ns": dev_ts, "t_ns": local, "arrival_ns": arrival})
         return out
 
     def summary(self) -> dict[str, Any]:
         """What a run records about the device clock (device_clock.json)."""
-        fit = self.fit()
-        return {
+        steps, fits = self.fits()
+        out = {
             "device_id": self.collector.device_id,
             "probes_answered": len(self.samples),
             "malformed": self.malformed,
-            "fit": fit.as_dict(),
-            "events": self.mapped_events(fit),
+            "fit": max(fits, key=lambda f: f[2].n_samples)[2].as_dict(),
+            "events": self.mapped_events(),
         }
+        if steps:
+            out["steps"] = [st.as_dict() for st in steps]
+            out["segments"] = [{**stretch_bounds_dict(lo, hi), **f.as_dict()} for lo, hi, f in fits]
+        return out
 
     async def probe_every(self, interval_s: float, timeout_s: float = 1.0) -> None:
         """Probe until cancelled (for the length of a run)."""
