@@ -8,6 +8,10 @@ Simulates N paced rollouts on one event loop: each sends a 20 ms frame at absolu
   dash+mqtt  + MqttPublisher to a private mosquitto on 127.0.0.1
 
     python bench/dashboard.py [--seconds 10] [--streams 1 50] [--json out.json]
+                              [--rt-priority 0 3]
+
+--rt-priority compares normal scheduling (0) with SCHED_FIFO for the loop thread (as `rig run`
+asks for by default; rig/realtime.py), side by side in one run.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from rich.console import Console
 
+from rig import realtime
 from rig.clock import MonotonicClock
 from rig.dashboard import Dashboard
 from rig.telemetry import EventBus, events
@@ -118,15 +123,19 @@ def main() -> None:
     ap.add_argument("--streams", type=int, nargs="+", default=[1, 50])
     ap.add_argument("--modes", nargs="+", default=["off", "dashboard", "dash+mqtt"])
     ap.add_argument("--json")
+    ap.add_argument("--rt-priority", type=int, nargs="+", default=[0])
     args = ap.parse_args()
     proc, url, conf = start_broker()
     results = []
     try:
         for n in args.streams:
             for mode in args.modes:
-                r = asyncio.run(one(mode, n, args.seconds, url))
-                results.append(r)
-                print(json.dumps(r), flush=True)
+                for prio in args.rt_priority:
+                    with realtime.scheduling(prio) as sched:
+                        r = asyncio.run(one(mode, n, args.seconds, url))
+                    r["scheduling"] = sched["policy"]
+                    results.append(r)
+                    print(json.dumps(r), flush=True)
     finally:
         proc.kill()
         proc.wait()
