@@ -48,7 +48,7 @@ else
         rm -f /dev/shm/jack-* /dev/shm/jack_* /dev/shm/jack-shm-registry 2>/dev/null || true
     fi
     # Real-time scheduling (SCHED_FIFO 10, JACK's default) where the machine grants it: without
-    # it every busy process on a shared 2-core box costs the loopback xruns (measured: 12-28
+    # it every busy process on a shared 2-core box costs the loopback xruns (measured: 8-28
     # per rollout with two CPU hogs, 0 with -R). --no-realtime where it is not granted.
     # -L 2: two loopback ports (the long form --loopback segfaults in jackd2 1.9.21).
     # -p is the period in frames; -w (µs between cycles) must match it.
