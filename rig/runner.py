@@ -142,6 +142,11 @@ class Runner:
                 "git_sha": previous.get("git_sha"),
             }
         manifest["scheduling"] = sched
+        if sched.get("reason") and sched.get("requested_priority"):
+            self.progress(
+                f"note: normal scheduling for the audio loop ({sched['reason']}); on a busy "
+                "machine frames can be late (see docs/pacing.md)"
+            )
         manifest["status"] = "running"
         write_json_atomic(manifest_path, manifest)
 

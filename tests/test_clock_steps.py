@@ -133,3 +133,18 @@ def test_decomposition_fits_each_stretch_between_steps() -> None:
     d = clock.as_dict()
     assert d["steps"][0]["step_ms"] == pytest.approx(300, abs=st_.bound_ns / MS)
     assert [s["local_from_ns"] is None for s in d["segments"]] == [True, False]
+
+
+def test_report_says_where_the_clock_stepped() -> None:
+    from rich.console import Console
+
+    from rig.cli.report import clock_fit_table
+
+    fit = {
+        "method": "envelope-two-way", "drift_ppm": 20_000.0, "offset_err_ms": 7.5,
+        "rtt": {"rtt_p50_ms": 30.1}, "steps": [{"step_ms": 250.673}, {"step_ms": -40.0}],
+    }  # fmt: skip
+    console = Console(record=True, width=200)
+    console.print(clock_fit_table([{"rollout_id": "r1", "clock_fit": fit}]))
+    text = console.export_text()
+    assert "clock stepped +250.7 ms, -40.0 ms; fitted per stretch" in text

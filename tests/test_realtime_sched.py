@@ -76,3 +76,24 @@ def test_one_cpu_gets_no_real_time_loop(monkeypatch: pytest.MonkeyPatch) -> None
     with realtime.scheduling(3) as got:
         assert got == {"policy": "default", "requested_priority": 3, "reason": "one CPU"}
         assert os.sched_getscheduler(0) == before
+
+
+async def test_runner_records_and_says_when_it_runs_without_real_time(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from rig.runner import Runner
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    lines: list[str] = []
+    runner = Runner(str(tmp_path), run_id="r", rt_priority=3, analyze=False, progress=lines.append)
+    await runner.run([])
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["scheduling"]["policy"] == "default"
+    assert manifest["config"]["rt_priority"] == 3
+    assert any(line.startswith("note: normal scheduling for the audio loop") for line in lines)

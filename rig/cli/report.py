@@ -88,6 +88,15 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
             drift,
             f(fit.get("offset_err_ms"), 2),
             f(rtt.get("rtt_p50_ms"), 2),
-            str(fit.get("reason") or fit.get("error") or ""),
+            "; ".join(x for x in (_steps_note(fit), fit.get("reason") or fit.get("error")) if x),
         )
     return t
+
+
+def _steps_note(fit: dict[str, Any]) -> str:
+    """Clock steps the probes proved (each stretch between them was fitted on its own)."""
+    steps = fit.get("steps")
+    if not isinstance(steps, list) or not steps:
+        return ""
+    jumps = ", ".join(f"{s.get('step_ms', 0):+.1f} ms" for s in steps if isinstance(s, dict))
+    return f"clock stepped {jumps}; fitted per stretch"
