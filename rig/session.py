@@ -167,7 +167,7 @@ class Session:
             frame_ms=self.pacer_cfg.frame_ms,
             frame_samples=self.pacer_cfg.frame_samples,
             sample_rate=self.plan.sample_rate,
-            connect_ms=round((t0 - t_open) / 1e6, 3),
+            connect_ms=round((self.pacer.deadline_ns(0) - t_open) / 1e6, 3),  # to 1st frame
             transport=self._describe_transport(),
             session=self.cfg.as_dict(),
             prefill=prefill,

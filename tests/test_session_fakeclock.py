@@ -159,6 +159,9 @@ async def test_fast_prefill_goes_out_at_speed_and_keeps_one_timeline(tmp_path) -
     ups = [json.loads(x) for x in (tmp_path / "r" / "chunks.jsonl").read_text().splitlines()]
     fast = [u for u in ups if u["dir"] == "up" and u.get("prefill_speed") == 4.0]
     assert len(fast) == 150
+    events = [json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines()]
+    (start,) = [e for e in events if e["kind"] == "session.start"]
+    assert start["connect_ms"] == 0.0 and start["prefill"]["fast_frames"] == 150  # not -2250
 
 
 async def test_prefill_plays_in_real_time_where_the_transport_cannot_go_faster(tmp_path) -> None:
