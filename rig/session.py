@@ -45,8 +45,6 @@ from rig.records import ChunkRecord, EventRecord
 from rig.transports.base import DownAudio, DownEvent, Transport
 
 Publish = Callable[[str, dict[str, Any]], None]
-#: DownEvent kinds that record something the rig did (not a server event)
-DIALECT_NOTES = frozenset({"history.sent"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,11 +380,22 @@ class Session:
 
     def _on_dropped_audio(self, item: DownAudio) -> None:
         """Audio of an item the listener already cut off: recorded as received, not played."""
+        seq = self._count_down(item)
+        self.dropped_samples += item.pcm.size
+        self._record_down(item, seq, None, {**(item.extra or {}), "dropped": "truncated_item"})
+
+    def _count_down(self, item: DownAudio) -> int:
+        """The next downlink chunk number (received audio, played or not)."""
         seq = self.down_chunks
         self.down_chunks += 1
         self.down_samples += item.pcm.size
-        self.dropped_samples += item.pcm.size
-        extra = {**(item.extra or {}), "dropped": "truncated_item"}
+        return seq
+
+    def _record_down(
+        self, item: DownAudio, seq: int, play_ns: int | None, extra: dict[str, Any] | None
+    ) -> float:
+        """chunks.jsonl row of a received chunk (play_ns None: never played); its level."""
+        lvl = level_dbfs(item.pcm)
         self.rec.chunk(
             ChunkRecord(
                 "down",
@@ -397,11 +406,12 @@ class Session:
                 None,
                 None,
                 item.server_ts_ms,
-                None,
-                level_dbfs(item.pcm),
+                play_ns,
+                lvl,
                 extra,
             )
         )
+        return lvl
 
     def _on_user_turn_start(self, turn: int, t_ns: int) -> None:
         """The user starts speaking: if the system is still being heard, that is a barge-in."""
@@ -485,9 +495,7 @@ class Session:
             return
         start = self.playback.push(item.pcm, item.t_ns)
         play_ns = self.playback.time_of(start)
-        seq = self.down_chunks
-        self.down_chunks += 1
-        self.down_samples += item.pcm.size
+        seq = self._count_down(item)
         self.down_log.append((item.t_ns, play_ns, item.server_ts_ms, int(item.pcm.size)))
         if item.extra and "jb_ms" in item.extra:  # WebRTC: receive-path delay per frame
             self.down_rows.append(
@@ -511,22 +519,7 @@ class Session:
                 )
             )
             self.event("system.onset", item.t_ns, play_ns=play_ns + off_ns, seq=seq)
-        lvl = level_dbfs(item.pcm)
-        self.rec.chunk(
-            ChunkRecord(
-                "down",
-                seq,
-                int(item.pcm.size),
-                item.sample_rate,
-                item.t_ns,
-                None,
-                None,
-                item.server_ts_ms,
-                play_ns,
-                lvl,
-                item.extra,
-            )
-        )
+        lvl = self._record_down(item, seq, play_ns, item.extra)
         self.publish(
             "chunk",
             {
@@ -545,7 +538,7 @@ class Session:
             data["server_ts_ms"] = item.server_ts_ms
         if item.kind == "probe_reply":
             self.probes.append({**data, "t3_ns": item.t_ns})
-        if item.kind in DIALECT_NOTES:  # the rig's own doing, reported by the dialect
+        if item.source == "rig":  # the rig's own doing, reported by the dialect
             self.rec.event(EventRecord(item.kind, item.t_ns, data, "rig"))
             return
         self.server_events.append(item)

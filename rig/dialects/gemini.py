@@ -26,7 +26,7 @@ from typing import Any
 
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Message
-from rig.dialects.history import check_history, history_event_data
+from rig.dialects.history import check_history, history_sent
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
@@ -165,9 +165,7 @@ class GeminiDialect:
                     self._ready = True
                     if self.history:  # before the transport lets audio flow
                         self._outgoing.append(self.history_message())
-                        out.append(
-                            DownEvent("history.sent", t_ns, history_event_data(self.history))
-                        )
+                        out.append(history_sent(self.history, t_ns))
         content = msg.get("serverContent")
         if content is not None:
             if not isinstance(content, dict):

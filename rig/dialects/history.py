@@ -8,9 +8,8 @@ at configuration time, so an item is never run without the context it asks for.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rig.errors import ConfigError
+from rig.transports.base import DownEvent
 
 ROLES = ("user", "assistant", "system")
 
@@ -32,7 +31,8 @@ def check_history(history: object, where: str = "history") -> list[dict[str, str
     return out
 
 
-def history_event_data(history: list[dict[str, str]]) -> dict[str, Any]:
-    """What events.jsonl records when the history went out (roles and sizes, not the text:
-    the text is in the manifest's rollout meta already)."""
-    return {"items": len(history), "roles": [h["role"] for h in history]}
+def history_sent(history: list[dict[str, str]], t_ns: int) -> DownEvent:
+    """The `history.sent` event (the rig's own doing, so source "rig"): roles and sizes, not
+    the text, which the manifest's rollout meta holds already."""
+    data = {"items": len(history), "roles": [h["role"] for h in history]}
+    return DownEvent("history.sent", t_ns, data, source="rig")

@@ -29,7 +29,7 @@ from typing import Any
 
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Message
-from rig.dialects.history import check_history, history_event_data
+from rig.dialects.history import check_history, history_sent
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
 from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
@@ -234,7 +234,7 @@ class OpenAIDialect:
         if self._ready and not was_ready and self.history:
             # configured: the history goes out now, before the transport lets audio flow
             self._outgoing.extend(self.history_messages())
-            out.append(DownEvent("history.sent", t_ns, history_event_data(self.history)))
+            out.append(history_sent(self.history, t_ns))
         return out
 
     def _audio(self, msg: dict[str, Any], t_ns: int) -> DownAudio:

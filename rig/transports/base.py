@@ -40,6 +40,9 @@ class DownEvent:
     t_ns: int
     data: dict[str, Any] = field(default_factory=dict)
     server_ts_ms: float | None = None
+    #: "server", or "rig" for something the rig itself did that a dialect reports (its text
+    #: history went out): recorded under its own kind, not as `server.<kind>`
+    source: str = "server"
 
 
 Incoming = DownAudio | DownEvent
