@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rig.clock.fit import fit_downlink, fit_two_way, fit_uplink
-from rig.clock.mapping import ClockMap
-from rig.clock.ntp import fit_ntp
+from rig.clockfit.fit import fit_downlink, fit_two_way, fit_uplink
+from rig.clockfit.mapping import ClockMap
+from rig.clockfit.ntp import fit_ntp
 
 I64 = npt.NDArray[np.int64]
 MS = 1_000_000

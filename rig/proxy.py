@@ -29,7 +29,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from rig.metrics import lateness_summary
+from rig.core.responses import lateness_summary
 from rig.recordings.manifest import redact
 from rig.recordings.writer import write_json_atomic
 from rig.transports.websocket import StampedConnection, redact_url

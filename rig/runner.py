@@ -7,7 +7,7 @@ running again into an existing run directory skips rollouts whose metrics.json s
 
 metrics.json is written once per rollout, by the runner, after the session has ended, the
 writer thread has closed that rollout's files (a barrier op) and the timing analysis
-(rig.analyze_rollout) has run in a separate process (one worker, started on first use, at
+(rig.analysis.finish) has run in a separate process (one worker, started on first use, at
 low priority) so it never competes with the audio loop for the GIL. If the analysis fails,
 metrics.json is still written, with `timing: {"error": ...}` and `pass: null`.
 """
@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
+import rig.analysis.latency  # noqa: F401 - imported now, not on the loop at the first session close
 from rig import realtime
-from rig.analyze_rollout import finish_rollout
+from rig.analysis.finish import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
-from rig.plan import UserPlan
+from rig.core.plan import UserPlan
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.writer import RecordingWriter, write_json_atomic
 from rig.session import Publish, Session, SessionConfig
@@ -283,7 +283,7 @@ class Runner:
                 )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
-                from rig.decompose import apply_decomposition
+                from rig.analysis.latency import apply_decomposition
 
                 metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
             if self.analysis_error:
@@ -292,7 +292,7 @@ class Runner:
             if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
             if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
-                from rig.decompose import apply_decomposition
+                from rig.analysis.latency import apply_decomposition
 
                 metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
             metrics = {
@@ -335,7 +335,7 @@ async def loop_run(pool: concurrent.futures.Executor, fn: Callable[[], Any]) -> 
 
 def _warm_up() -> None:
     """Runs in the worker: import the analysis stack before the first rollout ends."""
-    import rig.analyze_rollout  # noqa: F401
+    import rig.analysis.finish  # noqa: F401
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

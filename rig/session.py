@@ -24,7 +24,7 @@ from typing import Any
 
 from rig.audio.pcm import level_dbfs
 from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
-from rig.director import (
+from rig.core.director import (
     Director,
     Drain,
     Observation,
@@ -34,14 +34,14 @@ from rig.director import (
     WaitQuiet,
     steps_from_plan,
 )
+from rig.core.onset import OnsetDetector
+from rig.core.pacer import Pacer, PacerConfig
+from rig.core.placement import PlaybackQueue
+from rig.core.plan import UserPlan
+from rig.core.records import ChunkRecord, EventRecord
+from rig.core.responses import Onset, lateness_summary, match_responses
 from rig.errors import DeviceError, ProtocolError, RigError, TransportError
-from rig.metrics import Onset, lateness_summary, match_responses
-from rig.onset import OnsetDetector
-from rig.pacer import Pacer, PacerConfig
-from rig.placement import PlaybackQueue
-from rig.plan import UserPlan
 from rig.recordings.writer import RolloutRecorder
-from rig.records import ChunkRecord, EventRecord
 from rig.transports.base import DownAudio, DownEvent, Transport
 
 Publish = Callable[[str, dict[str, Any]], None]
@@ -123,7 +123,7 @@ class Session:
         self.truncated_items: set[str] = set()
         self._last_item_id: str | None = None
         self.dropped_samples = 0
-        self.observations: Any = None  # rig.decompose.Observations, taken at close
+        self.observations: Any = None  # rig.analysis.latency.Observations, taken at close
 
     # --- telemetry ----------------------------------------------------------------------
 
@@ -568,7 +568,7 @@ class Session:
 
     def _add_webrtc_shares(self, responses: list[dict[str, Any]]) -> None:
         """Over WebRTC, split off the rig's own receive path (jitter buffer, codec lookahead)."""
-        from rig.transports.webrtc.decompose import decompose as webrtc_decompose
+        from rig.analysis.webrtc import decompose as webrtc_decompose
 
         rtts = [
             e.data["rtt_ms"]
@@ -614,7 +614,7 @@ class Session:
         # or inline below for a session used on its own).
         clock_fit: dict[str, Any] | None = None
         try:
-            from rig.decompose import observations
+            from rig.analysis.latency import observations
 
             self.observations = observations(self)
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
@@ -661,7 +661,7 @@ class Session:
                 metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
         self.event("session.end", t_end, status=self.status, reason=self.reason)
         if self.write_metrics:
-            from rig.decompose import apply_decomposition
+            from rig.analysis.latency import apply_decomposition
 
             metrics = apply_decomposition(metrics, self.observations)
             self.rec.metrics(metrics)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from rig.activity import (
+from rig.analysis.activity import (
     ActivityDetector,
     ActivityParams,
     level_dbfs,

@@ -22,8 +22,8 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import NS_PER_S, MonotonicClock
+from rig.core.plan import PlanBuilder, UserPlan
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.plan import PlanBuilder, UserPlan
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
 from rig.sim.truth import read_truth

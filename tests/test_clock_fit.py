@@ -21,8 +21,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from rig.clock.envelope import _hull_edge_at, lower_envelope_line, upper_envelope_line
-from rig.clock.fit import (
+from rig.clockfit.envelope import _hull_edge_at, lower_envelope_line, upper_envelope_line
+from rig.clockfit.fit import (
     Timestamps,
     bound_with_rtt,
     combine_two_way,
@@ -30,8 +30,8 @@ from rig.clock.fit import (
     fit_two_way,
     fit_uplink,
 )
-from rig.clock.mapping import ClockMap, FitRefusal, refusal_reason
-from rig.clock.ntp import fit_ntp, ntp_sample
+from rig.clockfit.mapping import ClockMap, FitRefusal, refusal_reason
+from rig.clockfit.ntp import fit_ntp, ntp_sample
 
 I64 = npt.NDArray[np.int64]
 MS = 1_000_000

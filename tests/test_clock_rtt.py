@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.clock.rtt import RttStats
+from rig.clockfit.rtt import RttStats
 
 MS = 1_000_000
 

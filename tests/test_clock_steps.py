@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.clock.fit import fit_two_way
-from rig.clock.steps import find_probe_steps
-from rig.decompose import Observations, Probe, fit_clock
+from rig.analysis.latency import Observations, Probe, fit_clock
+from rig.clockfit.fit import fit_two_way
+from rig.clockfit.steps import find_probe_steps
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.decompose import (
+from rig.analysis.latency import (
     Observations,
     Probe,
     ServerMark,

@@ -7,8 +7,8 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import FakeClock
-from rig.director import Director, Drain, Observation, Pause, Play, WaitOnset, WaitQuiet
-from rig.plan import UserPlan
+from rig.core.director import Director, Drain, Observation, Pause, Play, WaitOnset, WaitQuiet
+from rig.core.plan import UserPlan
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig

@@ -3,7 +3,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rig.pacer import Pacer, PacerConfig
+from rig.core.pacer import Pacer, PacerConfig
 
 
 def test_no_drift_over_a_million_frames() -> None:

@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rig.placement import PlaybackQueue
+from rig.core.placement import PlaybackQueue
 
 
 @given(

@@ -80,7 +80,7 @@ def test_default_output_is_inside_the_rollout(tmp_path: Path) -> None:
 
 
 def test_recorded_activity_is_used_when_present(tmp_path: Path) -> None:
-    from rig.plot import activity_of
+    from rig.reporting.plot import activity_of
 
     d = make_rollout(tmp_path)
     m = json.loads((d / "metrics.json").read_text())

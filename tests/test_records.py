@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rig.records import ChunkRecord, EventRecord
+from rig.core.records import ChunkRecord, EventRecord
 
 
 def test_chunk_record_contract_fields() -> None:

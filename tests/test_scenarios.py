@@ -13,7 +13,7 @@ import soundfile as sf
 
 from rig.audio.source import tone
 from rig.cli.common import ws_factory
-from rig.director import Drain, Pause, Play, WaitOnset, WaitQuiet
+from rig.core.director import Drain, Pause, Play, WaitOnset, WaitQuiet
 from rig.errors import ScenarioError
 from rig.runner import RolloutSpec, Runner
 from rig.scenarios import resolve

@@ -7,8 +7,8 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import FakeClock
-from rig.director import Drain, Pause, Play
-from rig.plan import PlanBuilder, UserPlan
+from rig.core.director import Drain, Pause, Play
+from rig.core.plan import PlanBuilder, UserPlan
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig

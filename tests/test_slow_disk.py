@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from rig.audio.source import tone
+from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.plan import PlanBuilder
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
 from rig.runner import RolloutSpec, Runner

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPacket
 
+from rig.analysis.webrtc import decompose
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
-from rig.plan import PlanBuilder
+from rig.core.plan import PlanBuilder
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.truth import read_truth
 from rig.sim.webrtc_server import WebRtcSimServer
 from rig.transports.webrtc import WebRtcTransport, get_signalling, target_host
-from rig.transports.webrtc.decompose import decompose
 from rig.transports.webrtc.peer import gather_on, make_peer
 from rig.transports.webrtc.stats import NTP_UNIX_OFFSET_S, RtcpLedger, ntp_to_unix_ms
 

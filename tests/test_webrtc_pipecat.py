@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from rig.plan import PlanBuilder
+from rig.analysis.webrtc import decompose
+from rig.core.plan import PlanBuilder
 from rig.scenarios import data_path
-from rig.transports.webrtc.decompose import decompose
 from tests.test_webrtc import _rollout
 
 pytestmark = [pytest.mark.pipecat, pytest.mark.realtime]

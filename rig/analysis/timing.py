@@ -3,7 +3,7 @@
 How this works
 --------------
 Both tracks live on one session timeline (sample `s` is `s / sample_rate` seconds after
-`t0_ns`; `system.wav` is the playback placement). Speech activity (rig.activity) turns each
+`t0_ns`; `system.wav` is the playback placement). Speech activity (rig.analysis.activity) turns each
 track into segments; every metric below is interval arithmetic on those segments plus the
 structure the rig knows because it played it: user turn spans and injection times.
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from rig.activity import ActivityParams, Segment, speech_segments
+from rig.analysis.activity import ActivityParams, Segment, speech_segments
 from rig.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")

@@ -8,9 +8,9 @@ from typing import Any
 
 from rig.cli.common import add_run_options, build_specs, run_specs
 from rig.cli.sim import add_sim_knobs, sim_from_args
+from rig.reporting.summary import print_summary
 from rig.scenarios import resolve
 from rig.sim.server import SimServer, SimThread
-from rig.summary import print_summary
 
 
 def add_parser(sub: Any) -> None:

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
 from rig.errors import ConfigError
-from rig.summary import load_rollouts, summary_table
+from rig.reporting.summary import load_rollouts, summary_table
 
 
 def add_parser(sub: Any) -> None:

@@ -15,9 +15,9 @@ from rig.cli.common import (
     uplink_rate,
 )
 from rig.errors import ConfigError
+from rig.reporting.summary import print_summary
 from rig.runner import RolloutSpec
 from rig.scenarios import ScenarioItem, resolve
-from rig.summary import print_summary
 
 
 def add_parser(sub: Any) -> None:

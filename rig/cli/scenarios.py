@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rig.plan import describe_step
+from rig.core.plan import describe_step
 from rig.scenarios import ScenarioItem, resolve
 from rig.scenarios.builtin import BUILTINS, DESCRIPTIONS
 

@@ -24,8 +24,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rig.audio.pcm import Pcm16
+from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.wav import WavAppender
-from rig.records import ChunkRecord, EventRecord
 
 _STOP = object()
 

@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.core.plan import PlanBuilder, UserPlan
 from rig.errors import ScenarioError
-from rig.plan import PlanBuilder, UserPlan
 
 
 @dataclass

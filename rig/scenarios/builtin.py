@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import resources
 
-from rig.plan import PlanBuilder
+from rig.core.plan import PlanBuilder
 from rig.scenarios import ScenarioItem
 
 

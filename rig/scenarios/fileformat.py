@@ -34,10 +34,10 @@ import numpy as np
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
+from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
+from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
-from rig.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.errors import AudioInputError, ConfigError, ScenarioError
-from rig.plan import UserPlan, speech_bounds
 from rig.scenarios import ScenarioItem
 
 ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")

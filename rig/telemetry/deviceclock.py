@@ -7,7 +7,7 @@ the shared clock); the device replies on `.../probe_reply` with `{"v": 1, "id", 
 "t1_ns", "t2_ns"}` (t1 = probe arrival, t2 = reply departure, both on *its* clock); the rig
 stamps t3 on arrival. `DeviceClockCollector` (pure) turns messages into NTP-style
 `(t0_ns, t1_ns, t2_ns, t3_ns)` samples and `(device_ts_ns, local_arrival_ns)` event pairs,
-which rig.clock.fit turns into offset + drift. `DeviceClockProbe` is the asyncio shell;
+which rig.clockfit.fit turns into offset + drift. `DeviceClockProbe` is the asyncio shell;
 `SimulatedDevice` is a device with a configurable offset and drift, for tests and demos
 (`python -m rig.telemetry.deviceclock --mqtt URL --run R --device D --offset-ms 250`).
 """
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from rig.clock import NS_PER_MS, Clock, MonotonicClock
-from rig.clock.fit import METHOD_TWO_WAY, fit_two_way
-from rig.clock.mapping import ClockMap, FitRefusal
-from rig.clock.steps import (
+from rig.clockfit.fit import METHOD_TWO_WAY, fit_two_way
+from rig.clockfit.mapping import ClockMap, FitRefusal
+from rig.clockfit.steps import (
     EARLIEST_NS,
     LATEST_NS,
     ClockStep,

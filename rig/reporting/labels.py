@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from rig.activity import Segment
+from rig.analysis.activity import Segment
 from rig.analysis.rollout import Mark, RolloutView
 
 

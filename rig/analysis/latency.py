@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from rig.clock.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
-from rig.clock.mapping import (
+from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
+from rig.clockfit.mapping import (
     NS_PER_MS,
     NS_PER_S,
     ClockMap,
@@ -58,8 +58,8 @@ from rig.clock.mapping import (
     join_reasons,
     refusal_reason,
 )
-from rig.clock.rtt import RttStats, RttSummary
-from rig.clock.steps import (
+from rig.clockfit.rtt import RttStats, RttSummary
+from rig.clockfit.steps import (
     ClockStep,
     find_probe_steps,
     stretch_bounds_dict,

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rig.clock.fit import Timestamps, as_ns_array, drift_reason
-from rig.clock.mapping import NS_PER_S, PPM, ClockMap, FitRefusal, join_reasons
+from rig.clockfit.fit import Timestamps, as_ns_array, drift_reason
+from rig.clockfit.mapping import NS_PER_S, PPM, ClockMap, FitRefusal, join_reasons
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

@@ -32,7 +32,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S
-from rig.plan import speech_bounds
+from rig.core.plan import speech_bounds
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from rig.clock.envelope import lower_envelope_line, upper_envelope_line
-from rig.clock.mapping import (
+from rig.clockfit.envelope import lower_envelope_line, upper_envelope_line
+from rig.clockfit.mapping import (
     NS_PER_MS,
     NS_PER_S,
     PPM,

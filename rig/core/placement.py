@@ -5,7 +5,7 @@ How this works: three placements of the same downlink chunks.
   playback  a listener's queue: each chunk starts at max(arrival, end of the previous chunk),
             and what is still queued when the listener barges in is dropped (truncation):
             this is what a person at the rig would actually have heard
-  server    on the server's clock through a fitted mapping (rig.clock.fit), for systems that
+  server    on the server's clock through a fitted mapping (rig.clockfit.fit), for systems that
             stamp their audio and leave silent frames out
 
 `PlaybackQueue` is the sans-I/O playback model. Positions are integer sample indices on the

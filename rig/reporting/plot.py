@@ -3,7 +3,7 @@
 Runs after the rollout, never beside the audio loop. matplotlib is the `plot` extra and is
 imported only when a picture is drawn, with the non-interactive Agg backend (no display).
 Speech segments come from metrics.json (`timing.activity`) when the run recorded them,
-otherwise they are computed here with rig.activity and the given parameters.
+otherwise they are computed here with rig.analysis.activity and the given parameters.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rig.activity import ActivityParams, Segment, speech_segments
+from rig.analysis.activity import ActivityParams, Segment, speech_segments
 from rig.analysis.rollout import RolloutView, load_rollout
 from rig.errors import ConfigError
 

@@ -50,7 +50,7 @@ class UserPlan:
     sample_rate: int
     turns: list[TurnSpan] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
-    #: a scripted plan (rig.director steps); None = play `pcm` with its turns, then drain
+    #: a scripted plan (rig.core.director steps); None = play `pcm` with its turns, then drain
     steps: list[Any] | None = None
 
     @property

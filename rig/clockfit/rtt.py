@@ -9,7 +9,7 @@ the mean absolute difference of consecutive round trips (RFC 3550's D, unsmoothe
 "consecutive" meaning in `t_ns` order so probes added out of order still count right.
 
 The minimum is what clock fitting wants: any round trip on a path is at least the
-one-way minimum delay in either direction (`rig.clock.fit.bound_with_rtt`).
+one-way minimum delay in either direction (`rig.clockfit.fit.bound_with_rtt`).
 """
 
 from __future__ import annotations

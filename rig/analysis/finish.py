@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rig.activity import ActivityParams
+from rig.analysis.activity import ActivityParams
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
 from rig.errors import ConfigError
@@ -91,7 +91,7 @@ def finish_rollout(
 ) -> dict[str, Any]:
     """Everything that runs after a rollout's stream, in the runner's worker process:
     the clock fit and latency split, then the two-track timing analysis."""
-    from rig.decompose import apply_decomposition
+    from rig.analysis.latency import apply_decomposition
 
     metrics = apply_decomposition(metrics, observations)
     if analyze and isinstance(metrics.get("t0_ns"), int):
