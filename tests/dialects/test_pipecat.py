@@ -17,7 +17,7 @@ from rig.errors import ProtocolError
 from tests.fakes.harness import run_rollouts, speech_plan, tone_plan
 from tests.fakes.pipecat_server import FakePipecatServer
 
-HERE = os.path.dirname(__file__)
+HERE = os.path.dirname(os.path.dirname(__file__))  # tests/
 
 
 def test_audio_frame_wire_bytes_by_hand() -> None:

@@ -25,7 +25,7 @@ import pytest
 from rig.analysis.webrtc import decompose
 from rig.core.plan import PlanBuilder
 from rig.scenarios import data_path
-from tests.test_webrtc import _rollout
+from tests.transports.test_webrtc import _rollout
 
 pytestmark = [pytest.mark.pipecat, pytest.mark.realtime]
 

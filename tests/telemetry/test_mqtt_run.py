@@ -14,7 +14,7 @@ import pytest
 from rig.telemetry.deviceclock import SimulatedDevice
 from rig.telemetry.mqtt import parse_mqtt_url
 from tests.support.simproc import start_sim, stop_sim
-from tests.test_mqtt import Broker, broker, needs_broker  # noqa: F401 - fixture
+from tests.telemetry.test_mqtt import Broker, broker, needs_broker  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.realtime]
 MS = 1_000_000

@@ -23,7 +23,7 @@ from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling
 from tests.support import netimpair
 from tests.support.netimpair import ImpairedLink
-from tests.test_webrtc import _plan
+from tests.transports.test_webrtc import _plan
 
 pytestmark = [pytest.mark.netns, pytest.mark.realtime]
 

@@ -32,7 +32,7 @@ from rig.telemetry.mqtt import (
 
 MS = 1_000_000
 S = 1_000_000_000
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # -- pure ------------------------------------------------------------------------------------
 
