@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.audio.pcm import level_dbfs
-from rig.clock.base import NS_PER_MS, NS_PER_S, Clock
+from rig.clock.base import Clock
 from rig.core.director import (
     Director,
     Drain,
@@ -34,15 +34,17 @@ from rig.core.director import (
     WaitQuiet,
     steps_from_plan,
 )
+from rig.core.events import DownAudio, DownEvent
 from rig.core.onset import OnsetDetector
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.placement import PlaybackQueue
 from rig.core.plan import UserPlan
 from rig.core.records import ChunkRecord, EventRecord
 from rig.core.responses import Onset, lateness_summary, match_responses
+from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.errors import DeviceError, ProtocolError, RigError, TransportError
 from rig.recordings.writer import RolloutRecorder
-from rig.transports.base import DownAudio, DownEvent, Transport
+from rig.transports.base import Transport
 
 Publish = Callable[[str, dict[str, Any]], None]
 
@@ -372,8 +374,8 @@ class Session:
         loud_end = min(det.last_loud_end_sample, pb.end_sample)
         return Observation(
             t_ns,
-            loud_end > pb.index_of(t_ns),
-            pb.time_of(loud_end),
+            loud_end > pb.timeline.sample_at(t_ns),
+            pb.timeline.time_of(loud_end),
             self.onsets[-1].play_ns if self.onsets else None,
             len(self.onsets),
         )
@@ -494,7 +496,7 @@ class Session:
             self._on_dropped_audio(item)  # a client flushes a truncated item: never heard
             return
         start = self.playback.push(item.pcm, item.t_ns)
-        play_ns = self.playback.time_of(start)
+        play_ns = self.playback.timeline.time_of(start)
         seq = self._count_down(item)
         self.down_log.append((item.t_ns, play_ns, item.server_ts_ms, int(item.pcm.size)))
         if item.extra and "jb_ms" in item.extra:  # WebRTC: receive-path delay per frame
@@ -564,7 +566,7 @@ class Session:
         if k < len(self.send_ns):
             offset = speech_end_sample - k * n
             return self.send_ns[k] + offset * NS_PER_S // self.plan.sample_rate
-        return self.pacer.timeline_ns(speech_end_sample)
+        return self.pacer.timeline.time_of(speech_end_sample)
 
     def _add_webrtc_shares(self, responses: list[dict[str, Any]]) -> None:
         """Over WebRTC, split off the rig's own receive path (jitter buffer, codec lookahead)."""
@@ -606,7 +608,7 @@ class Session:
             next_starts.append(
                 None
                 if nxt is None or nxt.speech_start_sample is None
-                else self.pacer.timeline_ns(nxt.speech_start_sample)
+                else self.pacer.timeline.time_of(nxt.speech_start_sample)
             )
         responses = match_responses(user_ends, self.onsets, next_starts)
         # The clock fit and the latency split are analysis: a copy of what they need is taken

@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from rig.audio.source import tone
-from rig.clock.base import NS_PER_S, MonotonicClock
+from rig.clock.base import MonotonicClock
 from rig.core.plan import PlanBuilder, UserPlan
+from rig.core.units import NS_PER_S
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig

@@ -33,11 +33,11 @@ import numpy.typing as npt
 import soxr
 import webrtcvad
 
+from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
 
 VAD_RATES_HZ: tuple[int, ...] = (8000, 16000, 32000, 48000)
 VAD_FRAME_MS: tuple[int, ...] = (10, 20, 30)
-NS_PER_S = 1_000_000_000
 
 Segment = tuple[float, float]
 """(start_s, end_s) on the track's timeline."""

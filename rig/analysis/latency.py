@@ -50,22 +50,10 @@ from typing import Any
 import numpy as np
 
 from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
-from rig.clockfit.mapping import (
-    NS_PER_MS,
-    NS_PER_S,
-    ClockMap,
-    FitRefusal,
-    join_reasons,
-    refusal_reason,
-)
+from rig.clockfit.mapping import ClockMap, FitRefusal, join_reasons, refusal_reason
 from rig.clockfit.rtt import RttStats, RttSummary
-from rig.clockfit.steps import (
-    ClockStep,
-    find_probe_steps,
-    stretch_bounds_dict,
-    stretch_of,
-    stretches,
-)
+from rig.clockfit.steps import ClockStep, segment_at, split_fit, stretch_bounds_dict
+from rig.core.units import NS_PER_MS, NS_PER_S
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
@@ -133,14 +121,7 @@ class SessionClock:
         at `arrival_ns` belongs to; itself when the clock never stepped."""
         if not self.segments:
             return self
-
-        def delay(k: int) -> float | None:
-            fit = self.segments[k][2].fit
-            if peer_ns is None or not isinstance(fit, ClockMap):
-                return None
-            return float(arrival_ns - fit.to_local(peer_ns))
-
-        return self.segments[stretch_of(self.steps, arrival_ns, delay)][2]
+        return segment_at(self.steps, self.segments, arrival_ns, peer_ns, lambda seg: seg.fit)
 
     def as_dict(self) -> dict[str, Any]:
         d = self.fit.as_dict()
@@ -261,49 +242,48 @@ def fit_clock(
     """Two-way fit from the probes where there are any; else one-way from server stamps.
     Where the probes prove the server clock stepped, one fit per stretch between steps."""
     probes = sorted(obs.probes, key=lambda p: p.t0_ns)  # send order, as the steps count
-    steps = (
-        find_probe_steps(
-            [p.t0_ns for p in probes],
-            [p.t1_peer_ns for p in probes],
-            [p.t2_peer_ns for p in probes],
-            [p.t3_ns for p in probes],
-        )
-        if probes
-        else []
+
+    def fit(k: slice, lo: int, hi: int) -> SessionClock:
+        pairs = [(sv, t) for sv, t in obs.down_pairs if lo <= t < hi]
+        return _fit_stretch(probes[k], pairs, min_samples, min_span_ns)
+
+    steps, segments = split_fit(
+        [p.t0_ns for p in probes],
+        [p.t1_peer_ns for p in probes],
+        [p.t2_peer_ns for p in probes],
+        [p.t3_ns for p in probes],
+        fit,
     )
     if not steps:
-        return _fit_stretch(obs, min_samples, min_span_ns)
-    segments = []
-    for lo, hi, probe_slice in stretches(steps, len(probes)):
-        part = replace(
-            obs,
-            probes=tuple(probes[probe_slice]),
-            down_pairs=tuple((sv, t) for sv, t in obs.down_pairs if lo <= t < hi),
-        )
-        segments.append((lo, hi, _fit_stretch(part, min_samples, min_span_ns)))
+        return segments[0][2]
     longest = max(segments, key=lambda seg: len(seg[2].up_t0_ns))[2]
     return replace(longest, steps=tuple(steps), segments=tuple(segments))
 
 
-def _fit_stretch(obs: Observations, min_samples: int, min_span_ns: int) -> SessionClock:
-    """One straight-line fit over everything in `obs`."""
+def _fit_stretch(
+    probes: Sequence[Probe],
+    down_pairs: Sequence[tuple[int, int]],
+    min_samples: int,
+    min_span_ns: int,
+) -> SessionClock:
+    """One straight-line fit over these probes (else these server stamps)."""
     fit: ClockMap | FitRefusal
     rtt = RttStats("probe")
-    if obs.probes:
-        t0 = [p.t0_ns for p in obs.probes]
-        t1 = [p.t1_peer_ns for p in obs.probes]
-        t2 = [p.t2_peer_ns for p in obs.probes]
-        t3 = [p.t3_ns for p in obs.probes]
+    if probes:
+        t0 = [p.t0_ns for p in probes]
+        t1 = [p.t1_peer_ns for p in probes]
+        t2 = [p.t2_peer_ns for p in probes]
+        t3 = [p.t3_ns for p in probes]
         fit = fit_two_way(t2, t3, t0, t1, min_samples=min_samples, min_span_ns=min_span_ns)
         source = "probes"
         rate = fit.rate if isinstance(fit, ClockMap) else 1.0
-        for p in obs.probes:
+        for p in probes:
             rtt_ns = (p.t3_ns - p.t0_ns) - round((p.t2_peer_ns - p.t1_peer_ns) * rate)
             if rtt_ns >= -CROSS_TOLERANCE_NS:  # a hair below 0 is rounding of the hold
                 rtt.add(max(0, rtt_ns), p.t3_ns)
-    elif obs.down_pairs:
-        peer = [s for s, _ in obs.down_pairs]
-        local = [t for _, t in obs.down_pairs]
+    elif down_pairs:
+        peer = [s for s, _ in down_pairs]
+        local = [t for _, t in down_pairs]
         fit = fit_downlink(peer, local, min_samples=min_samples, min_span_ns=min_span_ns)
         source = "server_ts"
     else:
@@ -314,11 +294,11 @@ def _fit_stretch(obs: Observations, min_samples: int, min_span_ns: int) -> Sessi
     down_d: list[int] = []
     if isinstance(fit, ClockMap):
         # kept even without a split: model time needs them, and their offset cancels there
-        for p in obs.probes:
+        for p in probes:
             up_t0.append(p.t0_ns)
             up_d.append(fit.to_local(p.t1_peer_ns) - p.t0_ns)
         if split_reason(fit) is None:
-            for s_ns, t_ns in obs.down_pairs:
+            for s_ns, t_ns in down_pairs:
                 down_d.append(t_ns - fit.to_local(s_ns))
     return SessionClock(fit, source, rtt.summary(), tuple(up_t0), tuple(up_d), tuple(down_d))
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rig.core.units import NS_PER_S
 from rig.errors import AudioInputError
 
-NS_PER_S = 1_000_000_000
 MARK_KINDS = ("turn.start", "turn.end", "inject")
 
 

@@ -33,11 +33,11 @@ from typing import Any
 import numpy.typing as npt
 
 from rig.analysis.activity import ActivityParams, Segment, speech_segments
+from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
 INJECTION_KINDS: tuple[str, ...] = ("interruption", "backchannel")
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ import asyncio
 import time
 from typing import Protocol, runtime_checkable
 
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+from rig.core.units import NS_PER_MS as NS_PER_MS  # re-exported: the clock's units
+from rig.core.units import NS_PER_S as NS_PER_S
 
 
 @runtime_checkable

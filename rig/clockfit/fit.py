@@ -36,14 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rig.clockfit.envelope import lower_envelope_line, upper_envelope_line
-from rig.clockfit.mapping import (
-    NS_PER_MS,
-    NS_PER_S,
-    PPM,
-    ClockMap,
-    FitRefusal,
-    join_reasons,
-)
+from rig.clockfit.mapping import PPM, ClockMap, FitRefusal, join_reasons
+from rig.core.units import NS_PER_MS, NS_PER_S
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+from rig.core.units import NS_PER_MS, NS_PER_S
+
 PPM = 1_000_000
 
 

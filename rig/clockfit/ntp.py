@@ -39,7 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rig.clockfit.fit import Timestamps, as_ns_array, drift_reason
-from rig.clockfit.mapping import NS_PER_S, PPM, ClockMap, FitRefusal, join_reasons
+from rig.clockfit.mapping import PPM, ClockMap, FitRefusal, join_reasons
+from rig.core.units import NS_PER_S
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

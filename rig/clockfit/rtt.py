@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-NS_PER_MS = 1_000_000
+from rig.core.units import NS_PER_MS
 
 
 @dataclass(frozen=True, slots=True)

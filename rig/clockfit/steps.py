@@ -24,13 +24,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
+from rig.clockfit.mapping import ClockMap, FitRefusal
+from rig.core.units import NS_PER_MS, NS_PER_S
+
 Timestamps = Sequence[int] | npt.NDArray[np.integer]
 DEFAULT_MARGIN_NS = NS_PER_MS  # a step must beat the hard bound by this much as well
 EARLIEST_NS, LATEST_NS = -(2**63), 2**63  # open ends of the first and last stretch
@@ -153,3 +154,40 @@ def stretch_bounds_dict(lo: int, hi: int) -> dict[str, int | None]:
         "local_from_ns": None if lo == EARLIEST_NS else lo,
         "local_to_ns": None if hi == LATEST_NS else hi,
     }
+
+
+Fit = TypeVar("Fit")
+
+
+def split_fit(
+    t0_ns: Timestamps,
+    t1_peer_ns: Timestamps,
+    t2_peer_ns: Timestamps,
+    t3_ns: Timestamps,
+    fit_stretch: Callable[[slice, int, int], Fit],
+) -> tuple[list[ClockStep], list[tuple[int, int, Fit]]]:
+    """The steps the probes (in send order) prove, and one fit per stretch between them:
+    `fit_stretch(probes, local_from_ns, local_to_ns)` with the stretch's probes as a slice.
+    Without a step (or with fewer than 4 probes) there is one stretch, open at both ends."""
+    n = len(t0_ns)
+    steps = find_probe_steps(t0_ns, t1_peer_ns, t2_peer_ns, t3_ns) if n else []
+    return steps, [(lo, hi, fit_stretch(k, lo, hi)) for lo, hi, k in stretches(steps, n)]
+
+
+def segment_at(
+    steps: Sequence[ClockStep],
+    segments: Sequence[tuple[int, int, Fit]],
+    arrival_ns: int,
+    peer_ns: int | None,
+    map_of: Callable[[Fit], ClockMap | FitRefusal],
+) -> Fit:
+    """The segment of `split_fit` that a message stamped `peer_ns` (its peer clock; None:
+    unstamped) which arrived at `arrival_ns` belongs to (see `stretch_of`)."""
+
+    def delay(k: int) -> float | None:
+        fit = map_of(segments[k][2])
+        if peer_ns is None or not isinstance(fit, ClockMap):
+            return None
+        return float(arrival_ns - fit.to_local(peer_ns))
+
+    return segments[stretch_of(steps, arrival_ns, delay)][2]

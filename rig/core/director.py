@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from rig.audio.pcm import Pcm16
-from rig.clock.base import NS_PER_S
 from rig.core.plan import speech_bounds
+from rig.core.timeline import Timeline
+from rig.core.units import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ class Director:
         self.steps = list(steps)
         self.rate = sample_rate
         self.n = frame_samples
-        self.t0_ns = t0_ns
+        self.timeline = Timeline(t0_ns, sample_rate)
         self.threshold_dbfs = threshold_dbfs
         self.i = 0  # current step
         self.pos = 0  # samples into the current step
@@ -126,12 +127,6 @@ class Director:
     def done(self) -> bool:
         return self.i >= len(self.steps)
 
-    def time_of(self, sample: int) -> int:
-        return self.t0_ns + sample * NS_PER_S // self.rate
-
-    def sample_at(self, t_ns: int) -> int:
-        return -((-(t_ns - self.t0_ns) * self.rate) // NS_PER_S)
-
     def next_frame(self, obs: Observation) -> tuple[Pcm16, list[Mark]] | None:
         """One frame of samples and its marks; None once the script is over."""
         if self.done:
@@ -142,7 +137,7 @@ class Director:
         while filled < self.n and not self.done:
             step = self.steps[self.i]
             if self.pos == 0 and self.step_start_ns is None:
-                self.step_start_ns = self.time_of(self.sample)
+                self.step_start_ns = self.timeline.time_of(self.sample)
                 self.onsets_at_step_start = obs.onsets
                 info = {"step": self.i, "type": type(step).__name__}
                 marks.append(Mark("step.start", filled, info))
@@ -225,7 +220,7 @@ class Director:
         if isinstance(step, WaitOnset):
             target = self._onset_target(step, obs)
             if target is not None:
-                at = self.sample_at(target)
+                at = self.timeline.sample_at(target)
                 take = max(0, min(room, at - self.sample))
                 self.pos += take
                 return take
@@ -239,7 +234,7 @@ class Director:
 
     def _step_over(self, step: Step, obs: Observation) -> bool:
         assert self.step_start_ns is not None
-        now = self.time_of(self.sample)
+        now = self.timeline.time_of(self.sample)
         waited = now - self.step_start_ns
         if isinstance(step, Play):
             return self.pos >= len(step.pcm)
@@ -247,7 +242,7 @@ class Director:
             return self.pos >= round(step.seconds * self.rate)
         if isinstance(step, WaitOnset):
             target = self._onset_target(step, obs)
-            if target is not None and self.sample >= self.sample_at(target):
+            if target is not None and self.sample >= self.timeline.sample_at(target):
                 self._release = {"rule": "onset", "offset_s": step.offset_s, "target_ns": target}
                 return True
             if waited >= step.timeout_s * NS_PER_S:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rig.clock.base import NS_PER_S
+from rig.core.timeline import Timeline
+from rig.core.units import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +69,10 @@ class Pacer:
             raise ValueError(f"prefill speed must be >= 1 (x real time), got {speed}")
         self.config = config
         self.t0_ns = t0_ns
+        self.timeline = Timeline(t0_ns, config.sample_rate)
         self.fast_frames = max(0, fast_frames) if speed > 1.0 else 0
         self.speed = speed if self.fast_frames else 1.0
-        live0 = self.timeline_ns(self.fast_frames * config.frame_samples)
+        live0 = self.timeline.time_of(self.fast_frames * config.frame_samples)
         self.t_fast0_ns = live0 - round(self.fast_frames * config.frame_ns / self.speed)
         self.next_seq = 0
         self.stalls = 0
@@ -82,10 +84,6 @@ class Pacer:
         if seq < self.fast_frames:
             return self.t_fast0_ns + round(seq * self.config.frame_ns / self.speed)
         return self.t0_ns + (seq * self.config.frame_samples * NS_PER_S) // self.config.sample_rate
-
-    def timeline_ns(self, sample_index: int) -> int:
-        """Shared-clock instant of a sample position on the session timeline."""
-        return self.t0_ns + (sample_index * NS_PER_S) // self.config.sample_rate
 
     @staticmethod
     def head_start_ns(config: PacerConfig, fast_frames: int, speed: float) -> int:

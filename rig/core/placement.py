@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from rig.audio.pcm import Pcm16
-from rig.clock.base import NS_PER_S
+from rig.core.timeline import Timeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +32,16 @@ class PlaybackQueue:
     """A listener's FIFO of system audio on the session timeline."""
 
     def __init__(self, t0_ns: int, sample_rate: int) -> None:
-        self.t0_ns = t0_ns
+        self.timeline = Timeline(t0_ns, sample_rate)
         self.sample_rate = sample_rate
         self.end_sample = 0  # end of everything queued so far
         self.played_sample = 0  # everything before this has been released
         self._queue: deque[Placed] = deque()
         self.truncated_samples = 0
 
-    def index_of(self, t_ns: int) -> int:
-        """Sample index of a shared-clock time (ceil: audio cannot play before it arrives)."""
-        return -((-(t_ns - self.t0_ns) * self.sample_rate) // NS_PER_S)
-
-    def time_of(self, sample: int) -> int:
-        return self.t0_ns + (sample * NS_PER_S) // self.sample_rate
-
     def push(self, pcm: Pcm16, arrival_ns: int) -> int:
         """Queue a chunk that arrived at `arrival_ns`; returns its playback start sample."""
-        start = max(self.index_of(arrival_ns), self.end_sample, self.played_sample)
+        start = max(self.timeline.sample_at(arrival_ns), self.end_sample, self.played_sample)
         if len(pcm):
             self._queue.append(Placed(start, pcm))
             self.end_sample = start + len(pcm)
@@ -60,11 +53,11 @@ class PlaybackQueue:
 
     def busy_at(self, t_ns: int) -> bool:
         """Is the listener hearing (or still due to hear) system audio at `t_ns`?"""
-        return self.index_of(t_ns) < self.end_sample
+        return self.timeline.sample_at(t_ns) < self.end_sample
 
     def release(self, now_ns: int) -> list[Placed]:
         """Audio whose play time is before `now_ns`, in order, split at `now_ns`."""
-        now = self.index_of(now_ns)
+        now = self.timeline.sample_at(now_ns)
         out: list[Placed] = []
         while self._queue and self._queue[0].start_sample < now:
             head = self._queue[0]

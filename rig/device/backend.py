@@ -28,10 +28,10 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock, MonotonicClock
 from rig.errors import DeviceError
 
-Pcm16 = npt.NDArray[np.int16]
 Direction = Literal["in", "out"]
 
 

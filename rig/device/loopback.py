@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rig.clock.base import Clock, MonotonicClock
+from rig.core.units import NS_PER_S
 from rig.device.backend import Backend, Block, DeviceStream, StatusFlag, StreamSettings, flag_names
 from rig.device.calibrate import (
     CalibrationStats,
@@ -40,7 +41,6 @@ from rig.device.calibrate import (
 from rig.device.timeinfo import FrameClock, FrameStamp, PaClockCheck, check_pa_clock
 from rig.errors import DeviceError
 
-NS_PER_S = 1_000_000_000
 PROBES = ("chirp", "mls")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NS_PER_S = 1_000_000_000
+from rig.core.units import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)

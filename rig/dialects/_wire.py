@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from rig.audio.pcm import Pcm16
 from rig.dialects.base import Message
 from rig.errors import ProtocolError
-from rig.transports.base import Pcm16
 
 
 def pcm_to_b64(pcm: Pcm16) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rig.transports.base import Incoming, Pcm16
+from rig.audio.pcm import Pcm16
+from rig.core.events import Incoming
 
 Message = str | bytes
 

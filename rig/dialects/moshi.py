@@ -19,11 +19,12 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.dialects.base import Message
 from rig.dialects.ogg import OggReader, OggWriter
 from rig.dialects.opus import OpusDecoder, OpusEncoder
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 RATE = 24_000
 FRAME_MS = 80

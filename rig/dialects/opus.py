@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from rig.audio.pcm import Pcm16
 from rig.dialects.resample import ResampleStream
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import Pcm16
 
 _DECODE_RATE = 48_000
 

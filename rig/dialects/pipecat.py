@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from rig.clock.base import NS_PER_MS
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_MS
 from rig.dialects import protowire as pw
 from rig.dialects.base import Message
 from rig.errors import ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 F_TEXT, F_AUDIO, F_TRANSCRIPTION, F_MESSAGE, F_INTERRUPTION = 1, 2, 3, 4, 5
 RTVI_LABEL = "rtvi-ai"

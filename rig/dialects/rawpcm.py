@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rig.clock.base import NS_PER_MS
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_MS
 from rig.dialects.base import Message
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 
 class RawPcmDialect:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 
-from rig.clock.base import NS_PER_S
+from rig.core.units import NS_PER_S
 
 
 class SendLog:

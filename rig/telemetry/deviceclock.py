@@ -31,10 +31,9 @@ from rig.clockfit.steps import (
     EARLIEST_NS,
     LATEST_NS,
     ClockStep,
-    find_probe_steps,
+    segment_at,
+    split_fit,
     stretch_bounds_dict,
-    stretch_of,
-    stretches,
 )
 from rig.errors import ProtocolError
 from rig.telemetry import events
@@ -235,11 +234,7 @@ class DeviceClockProbe:
         t0, t1, t2, t3 = (np.asarray(col, dtype=np.int64) for col in zip(*s, strict=True))
         order = np.argsort(t0, kind="stable")  # send order, as the steps count
         t0, t1, t2, t3 = t0[order], t1[order], t2[order], t3[order]
-        steps = find_probe_steps(t0, t1, t2, t3)
-        out: list[tuple[int, int, ClockMap | FitRefusal]] = []
-        for lo, hi, k in stretches(steps, int(t0.size)):
-            out.append((lo, hi, fit_two_way(t2[k], t3[k], t0[k], t1[k])))
-        return steps, out
+        return split_fit(t0, t1, t2, t3, lambda k, lo, hi: fit_two_way(t2[k], t3[k], t0[k], t1[k]))
 
     def mapped_events(self, fit: ClockMap | FitRefusal | None = None) -> list[dict[str, Any]]:
         """The device's own events on the shared clock (`t_ns`), beside their arrival time;
@@ -250,12 +245,7 @@ class DeviceClockProbe:
         for (dev_ts, arrival), payload in zip(
             self.collector.events, self.collector.event_payloads, strict=False
         ):
-
-            def delay(k: int, dev_ts: int = dev_ts, arrival: int = arrival) -> float | None:
-                m = fits[k][2]
-                return float(arrival - m.to_local(dev_ts)) if isinstance(m, ClockMap) else None
-
-            f = fits[stretch_of(steps, arrival, delay)][2]
+            f = segment_at(steps, fits, arrival, dev_ts, lambda m: m)
             local = f.to_local(dev_ts) if isinstance(f, ClockMap) else None
             out.append({**payload, "device_ts_ns": dev_ts, "t_ns": local, "arrival_ns": arrival})
         return out

@@ -19,10 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
-
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,40 +12,10 @@ End of stream is signalled by `receive()` finishing; a connection that dies rais
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-Pcm16 = npt.NDArray[np.int16]
-
-
-@dataclass(frozen=True, slots=True)
-class DownAudio:
-    """Audio from the system: mono int16 PCM at `sample_rate`, stamped on arrival."""
-
-    pcm: Pcm16
-    sample_rate: int
-    t_ns: int
-    server_ts_ms: float | None = None
-    extra: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DownEvent:
-    """A protocol event from the system (or the transport), stamped on arrival."""
-
-    kind: str
-    t_ns: int
-    data: dict[str, Any] = field(default_factory=dict)
-    server_ts_ms: float | None = None
-    #: "server", or "rig" for something the rig itself did that a dialect reports (its text
-    #: history went out): recorded under its own kind, not as `server.<kind>`
-    source: str = "server"
-
-
-Incoming = DownAudio | DownEvent
+from rig.audio.pcm import Pcm16
+from rig.core.events import Incoming
 
 
 class Transport(Protocol):

@@ -62,12 +62,14 @@ from typing import Any
 
 import numpy as np
 
-from rig.clock.base import NS_PER_S, Clock
+from rig.audio.pcm import Pcm16
+from rig.clock.base import Clock
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_S
 from rig.device.backend import (
     Backend,
     Block,
     DeviceStream,
-    Pcm16,
     StatusFlag,
     StreamSettings,
     flag_names,
@@ -76,7 +78,6 @@ from rig.device.backend import (
 from rig.device.calibration_store import CalibrationStore, PathKey
 from rig.device.timeinfo import FrameClock, FrameStamp, check_pa_clock
 from rig.errors import ConfigError, DeviceError
-from rig.transports.base import DownAudio, DownEvent, Incoming
 
 LIVE_WINDOW_S = 0.5
 MAX_SETTLE_SPREAD_NS = 20_000_000

@@ -19,10 +19,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 from websockets.frames import Frame, Opcode
 
-from rig.clock.base import NS_PER_S, Clock
+from rig.audio.pcm import Pcm16
+from rig.clock.base import Clock
+from rig.core.events import DownEvent, Incoming
+from rig.core.units import NS_PER_S
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
-from rig.transports.base import DownEvent, Incoming, Pcm16
 
 
 class ArrivalStamps:

@@ -20,7 +20,7 @@ from rig.analysis.latency import (
     observations,
     sent_ns_of_sample,
 )
-from rig.transports.base import DownEvent
+from rig.core.events import DownEvent
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -25,7 +25,7 @@ def test_play_and_pause_fill_frames_sample_exactly() -> None:
     t = tone(300, 0.05, RATE).pcm  # 800 samples = 2.5 frames
     d = Director([Pause(0.01), Play(t, "a"), Pause(0.01)], RATE, 320, 0)
     frames = []
-    while (f := d.next_frame(obs(d.time_of(d.sample)))) is not None:
+    while (f := d.next_frame(obs(d.timeline.time_of(d.sample)))) is not None:
         frames.append(f)
     audio = np.concatenate([f[0] for f in frames])
     assert np.array_equal(audio[160:960], t)

@@ -63,7 +63,7 @@ def test_fast_prefill_frames_then_real_time_on_the_same_timeline(
     assert abs(p.deadline_ns(0) - 10**12) <= 1  # the first frame goes out "now"
     # live frames are exactly where they would be without the prefill: no drift from it
     live = fast + k
-    assert p.deadline_ns(live) == p.timeline_ns(live * cfg.frame_samples)
+    assert p.deadline_ns(live) == p.timeline.time_of(live * cfg.frame_samples)
     # fast frames are 1/speed of a frame apart, and the last one leads into the first live one
     gap = cfg.frame_ns / speed
     j = k % fast

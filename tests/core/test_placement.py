@@ -18,7 +18,9 @@ def test_playback_is_monotone_gapless_and_never_before_arrival(
     for arrival, n in sorted(chunks):
         start = q.push(np.ones(n, np.int16), arrival)
         assert start >= prev_end  # no overlap, order kept
-        assert q.time_of(start) >= arrival - 62_500  # never earlier than it arrived (1 sample)
+        assert (
+            q.timeline.time_of(start) >= arrival - 62_500
+        )  # never earlier than it arrived (1 sample)
         prev_end = start + n
     released = q.release(10**12)
     total = sum(len(p.pcm) for p in released)

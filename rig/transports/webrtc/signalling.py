@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from rig.core.events import DownEvent, Incoming
 from rig.errors import ConfigError, ProtocolError, TransportError
-from rig.transports.base import DownEvent, Incoming
 from rig.transports.websocket import redact_url
 
 

@@ -39,9 +39,10 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
 from aiortc.rtp import RtpPacket
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
+from rig.core.events import DownAudio, DownEvent
 from rig.errors import RigError, TransportError
-from rig.transports.base import DownAudio, DownEvent, Pcm16
 from rig.transports.webrtc.peer import PeerTap, gather_on, is_loopback_host, make_peer
 from rig.transports.webrtc.signalling import Signalling
 from rig.transports.webrtc.stats import RtcpLedger, percentile, rtp_diff
