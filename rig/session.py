@@ -254,7 +254,7 @@ class Session:
         }
         if samples == 0 or requested <= 1.0:
             return out
-        if not getattr(self.transport, "faster_than_real_time", False):
+        if not self.transport.faster_than_real_time:
             out["reason"] = "this transport plays audio in real time (sound card, RTP)"
             return out
         out["speed"] = requested
@@ -271,7 +271,6 @@ class Session:
             steps, rate, n, pacer.t0_ns, threshold_dbfs=self.cfg.onset_threshold_dbfs
         )
         barge_seen = 0
-        sent_extra = getattr(self.transport, "sent_extra", None)  # optional per-frame extras
         while True:
             seq = pacer.next_seq
             if seq >= max_frames:
@@ -317,7 +316,7 @@ class Session:
                     deadline,
                     timing.lateness_ns,
                     level_dbfs=lvl,
-                    extra=self._chunk_extra(seq, sent_extra),
+                    extra=self._chunk_extra(seq),
                 )
             )
             self.publish(
@@ -354,10 +353,8 @@ class Session:
                     await self._send_control("turn_end", {"turn": mark.data["turn"]})
             self._release_playback(t_sent)
 
-    def _chunk_extra(
-        self, seq: int, sent_extra: Callable[[int], dict[str, Any]] | None
-    ) -> dict[str, Any] | None:
-        extra = sent_extra(seq) if sent_extra else None
+    def _chunk_extra(self, seq: int) -> dict[str, Any] | None:
+        extra = self.transport.sent_extra(seq)
         if self.pacer is not None and seq < self.pacer.fast_frames:
             extra = {**(extra or {}), "prefill_speed": self.pacer.speed}  # a fast history frame
         return extra
@@ -655,12 +652,10 @@ class Session:
             "transport": self._describe_transport(),
             "writer_backlog_high_water": self.rec.writer.high_water,
         }
-        finish = getattr(self.transport, "finish_metrics", None)  # optional transport metrics
-        if finish is not None:
-            try:
-                finish(metrics)
-            except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
-                metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
+        try:
+            self.transport.finish_metrics(metrics)
+        except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+            metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
         self.event("session.end", t_end, status=self.status, reason=self.reason)
         if self.write_metrics:
             from rig.analysis.latency import apply_decomposition

@@ -180,7 +180,7 @@ def build_specs(
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
-    preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
+    preferred = probe.frame_ms  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
     for item in items:
         if item.meta.get("history") and transport == "ws":

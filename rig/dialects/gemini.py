@@ -27,7 +27,7 @@ from typing import Any
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.dialects.history import check_history, history_sent
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
@@ -65,7 +65,7 @@ def rate_of(mime: object) -> int | None:
     return None
 
 
-class GeminiDialect:
+class GeminiDialect(Dialect):
     name = "gemini"
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     default_url = (

@@ -26,7 +26,7 @@ from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.core.units import NS_PER_MS
 from rig.dialects import protowire as pw
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
 
 F_TEXT, F_AUDIO, F_TRANSCRIPTION, F_MESSAGE, F_INTERRUPTION = 1, 2, 3, 4, 5
@@ -64,7 +64,7 @@ def parse_frame(data: bytes) -> tuple[int, dict[int, list[int | bytes]]]:
     return number, pw.parse(body)
 
 
-class PipecatDialect:
+class PipecatDialect(Dialect):
     name = "pipecat"
     default_url = "ws://127.0.0.1:8765"
 

@@ -7,12 +7,12 @@ from typing import Any
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.core.units import NS_PER_MS
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
 
 
-class RawPcmDialect:
+class RawPcmDialect(Dialect):
     name = "rig"
 
     def __init__(self, sample_rate: int = 16_000, framing: str = "rig1") -> None:

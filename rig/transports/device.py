@@ -78,6 +78,7 @@ from rig.device.backend import (
 from rig.device.calibration_store import CalibrationStore, PathKey
 from rig.device.timeinfo import FrameClock, FrameStamp, check_pa_clock
 from rig.errors import ConfigError, DeviceError
+from rig.transports.base import Transport
 
 LIVE_WINDOW_S = 0.5
 MAX_SETTLE_SPREAD_NS = 20_000_000
@@ -480,7 +481,7 @@ class DeviceLink:
 # ---------------------------------------------------------------------------- transport
 
 
-class DeviceTransport:
+class DeviceTransport(Transport):
     """The Transport protocol over a sound card (see the module docstring)."""
 
     def __init__(

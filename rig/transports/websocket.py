@@ -25,6 +25,7 @@ from rig.core.events import DownEvent, Incoming
 from rig.core.units import NS_PER_S
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
+from rig.transports.base import Transport
 
 
 class ArrivalStamps:
@@ -66,7 +67,7 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
-class WebSocketTransport:
+class WebSocketTransport(Transport):
     """One WebSocket connection to a system, framed by a dialect."""
 
     #: messages may go out faster than real time (fast prefill): the server buffers them
@@ -161,12 +162,9 @@ class WebSocketTransport:
 
     async def _flush_outgoing(self, ws: StampedConnection) -> None:
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
-        `response.create` once the server confirmed the commit). Optional dialect method."""
-        take = getattr(self.dialect, "take_outgoing", None)
-        if take is None:
-            return
+        `response.create` once the server confirmed the commit)."""
         try:
-            for msg in take():
+            for msg in self.dialect.take_outgoing():
                 await ws.send(msg)
         except ConnectionClosed as exc:
             raise TransportError(f"closed while answering: {exc}", code=_code(exc)) from exc

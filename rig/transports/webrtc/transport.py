@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,8 +42,9 @@ from aiortc.rtp import RtpPacket
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
-from rig.core.events import DownAudio, DownEvent
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
+from rig.transports.base import Transport
 from rig.transports.webrtc.peer import PeerTap, gather_on, is_loopback_host, make_peer
 from rig.transports.webrtc.signalling import Signalling
 from rig.transports.webrtc.stats import RtcpLedger, percentile, rtp_diff
@@ -70,7 +72,7 @@ def to_mono(frame: Any) -> Pcm16:
     return np.ascontiguousarray(data.reshape(-1)[::channels], dtype=np.int16)
 
 
-class WebRtcTransport:
+class WebRtcTransport(Transport):
     """A live WebRTC participant: Opus audio both ways, RTCP stats, optional data channels."""
 
     def __init__(
@@ -369,7 +371,7 @@ class WebRtcTransport:
             **self.ledger.summary(),
         }
 
-    async def receive(self) -> Any:
+    async def receive(self) -> AsyncIterator[Incoming]:
         while True:
             item = await self._queue.get()
             if item is _END:
