@@ -68,9 +68,9 @@ class PlaybackQueue:
                 out.append(Placed(begin, head.pcm[begin - head.start_sample :]))
                 self.played_sample = end
             else:
-                out.append(
-                    Placed(begin, head.pcm[begin - head.start_sample : now - head.start_sample])
-                )
+                if now > begin:  # called twice at one instant: nothing new has played
+                    piece = head.pcm[begin - head.start_sample : now - head.start_sample]
+                    out.append(Placed(begin, piece))
                 self.played_sample = now
                 break
         return out

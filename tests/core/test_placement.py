@@ -47,3 +47,11 @@ def test_release_splits_at_now_and_truncate_drops_unplayed() -> None:
     assert not q.busy_at(300_000_000)
     # audio after the barge-in starts where it arrives
     assert q.push(np.ones(10, np.int16), 400_000_000) == 400
+
+
+def test_release_twice_at_one_instant_hands_out_nothing_new() -> None:
+    q = PlaybackQueue(t0_ns=0, sample_rate=1000)
+    q.push(np.ones(500, np.int16), 0)
+    assert [len(p.pcm) for p in q.release(200_000_000)] == [200]
+    assert q.release(200_000_000) == []  # not an empty piece
+    assert [len(p.pcm) for p in q.release(300_000_000)] == [100]
