@@ -30,14 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import rig.analysis.latency  # noqa: F401 - imported now, not on the loop at the first session close
 from rig import realtime
-from rig.analysis.finish import finish_rollout
+from rig.analysis.finish import analyze_log, finish_rollout
 from rig.clock.base import Clock, MonotonicClock
+from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
 from rig.recordings.manifest import build_manifest, utc_now
+from rig.recordings.sink import Publish
 from rig.recordings.writer import RecordingWriter, write_json_atomic
-from rig.session import Publish, Session, SessionConfig
+from rig.session import Session, SessionConfig
 from rig.transports.base import Transport
 
 DONE_STATUSES = frozenset({"ok", "no_audio"})
@@ -222,8 +223,8 @@ class Runner:
                 phase=self._next_phase(),
             )
             metrics = await session.run()
-            metrics = await self._finish_metrics(d, spec, metrics, session.observations)
-            session.publish_results(metrics)
+            metrics = await self._finish_metrics(d, spec, metrics, session.log)
+            session.sink.results(metrics)
         except Exception as exc:  # noqa: BLE001 - one rollout failing never takes down the others
             metrics = {
                 "status": "error",
@@ -258,7 +259,7 @@ class Runner:
         return phase
 
     async def _finish_metrics(
-        self, d: str, spec: RolloutSpec, metrics: dict[str, Any], observations: Any = None
+        self, d: str, spec: RolloutSpec, metrics: dict[str, Any], log: SessionLog | None
     ) -> dict[str, Any]:
         """Wait for the rollout's files, add `timing` and `pass`, write metrics.json once."""
         loop = asyncio.get_running_loop()
@@ -274,7 +275,7 @@ class Runner:
                             finish_rollout,
                             d,
                             metrics,
-                            observations,
+                            log,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
                         ),
@@ -283,18 +284,14 @@ class Runner:
                 )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
-                from rig.analysis.latency import apply_decomposition
-
-                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+                metrics = await asyncio.to_thread(analyze_log, metrics, log)
             if self.analysis_error:
                 metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
             if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
-                from rig.analysis.latency import apply_decomposition
-
-                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+                metrics = await asyncio.to_thread(analyze_log, metrics, log)
             metrics = {
                 **metrics,
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},
@@ -334,8 +331,8 @@ async def loop_run(pool: concurrent.futures.Executor, fn: Callable[[], Any]) -> 
 
 
 def _warm_up() -> None:
-    """Runs in the worker: import the analysis stack before the first rollout ends."""
-    import rig.analysis.finish  # noqa: F401
+    """Runs in the worker: importing this module (at spawn) loaded the analysis stack
+    before the first rollout ends; this call only proves the worker is up."""
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -1,7 +1,12 @@
-"""Post-rollout analysis: timing metrics of one finished rollout directory.
+"""The finish step: everything that runs after a rollout's stream, outside the audio loop.
 
-How this works: the runner calls `analyze_rollout` in a separate process once the writer
-has closed the rollout's files. It reads `user.wav`, `system.wav` (playback placement) and
+`analyze_log(metrics, log)`: the clock fit and each response's latency split
+(rig.analysis.latency) and, over WebRTC, the rig-local shares (rig.analysis.webrtc), from
+the session log alone. `finish_rollout` adds the two-track timing analysis of the rollout's
+files (`analyze_rollout`); the runner calls it in a separate process once the writer has
+closed those files.
+
+Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement) and
 `events.jsonl`, takes the user turn spans and injections the session recorded
 (`turn.start`/`turn.end`/`inject`), and runs `rig.analysis.timing.analyze` with the item's
 `kind` and `rules` (TimingParams overrides). The result is the `timing` block of
@@ -15,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soxr
 
 from rig.analysis.activity import ActivityParams
+from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
+from rig.analysis.webrtc import add_shares
+from rig.core.log import SessionLog
 from rig.errors import ConfigError
 
 
@@ -55,8 +64,6 @@ def analyze_rollout(
     if (root / "system.wav").exists():
         system, sys_rate = read_track(root / "system.wav")
         if sys_rate != rate and system.size:
-            import soxr
-
             system = soxr.resample(system, sys_rate, rate).astype(np.float32)
     # both tracks on one timeline: pad the shorter with silence
     n = max(user.size, system.size)
@@ -80,10 +87,19 @@ def analyze_rollout(
     return out
 
 
+def analyze_log(metrics: dict[str, Any], log: SessionLog | None) -> dict[str, Any]:
+    """metrics.json with what the session log says about each response: the WebRTC shares,
+    the clock fit and the latency split (pure, picklable in; no log: unchanged)."""
+    if log is None:
+        return metrics
+    metrics = {**metrics, "responses": add_shares(list(metrics.get("responses", [])), log)}
+    return apply_decomposition(metrics, log)
+
+
 def finish_rollout(
     rollout_dir: str,
     metrics: dict[str, Any],
-    observations: Any,
+    log: SessionLog | None,
     *,
     kind: str | None = None,
     rules: dict[str, Any] | None = None,
@@ -91,9 +107,7 @@ def finish_rollout(
 ) -> dict[str, Any]:
     """Everything that runs after a rollout's stream, in the runner's worker process:
     the clock fit and latency split, then the two-track timing analysis."""
-    from rig.analysis.latency import apply_decomposition
-
-    metrics = apply_decomposition(metrics, observations)
+    metrics = analyze_log(metrics, log)
     if analyze and isinstance(metrics.get("t0_ns"), int):
         try:
             timing = analyze_rollout(rollout_dir, kind=kind, rules=rules, t0_ns=metrics["t0_ns"])

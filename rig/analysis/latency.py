@@ -37,7 +37,7 @@ detection event's server stamp, `detect_ms` (endpointing wait, the first part of
 
 Errors: uplink = fitted offset error + probe spread; model = probe spread + drift error
 times the distance; downlink = fitted offset error at P2; queue = 0 (one clock).
-Everything here is pure: the session hands in what it saw (`observations`).
+Everything here is pure: the session hands in what it saw (its `SessionLog`, rig.core.log).
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
 from rig.clockfit.mapping import ClockMap, FitRefusal, join_reasons, refusal_reason
 from rig.clockfit.rtt import RttStats, RttSummary
 from rig.clockfit.steps import ClockStep, segment_at, split_fit, stretch_bounds_dict
-from rig.core.units import NS_PER_MS, NS_PER_S
+from rig.core.log import SessionLog
+from rig.core.records import Probe, ServerMark
+from rig.core.units import NS_PER_MS, NS_PER_S, ms_to_ns
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
@@ -64,41 +66,6 @@ FIT_MIN_SAMPLES = 6
 FIT_MIN_SPAN_NS = NS_PER_S
 #: two-way envelopes crossing by less than this are stamp rounding, not a broken clock
 CROSS_TOLERANCE_NS = 1_000
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One four-timestamp exchange: t0/t3 on the shared clock, t1/t2 on the server's."""
-
-    t0_ns: int
-    t1_peer_ns: int
-    t2_peer_ns: int
-    t3_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class ServerMark:
-    """A server event: its arrival here, its server stamp, any input-timeline position."""
-
-    kind: str
-    t_ns: int
-    server_ns: int | None
-    audio_end_ms: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observations:
-    """What a session saw that the decomposition needs (shared-clock ns unless named peer)."""
-
-    probes: tuple[Probe, ...]
-    down_pairs: tuple[tuple[int, int], ...]  # (server_ns, arrival_ns): audio and events
-    chunk_arrival_ns: tuple[int, ...]  # per downlink chunk, rig seq order
-    chunk_server_ns: tuple[int | None, ...]
-    marks: tuple[ServerMark, ...]
-    send_ns: tuple[int, ...]  # actual send time of uplink frame k
-    frame_samples: int
-    sample_rate: int
-    t0_ns: int  # pacer origin: the timeline for samples never sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +106,6 @@ class SessionClock:
         return d
 
 
-def ms_to_ns(ms: float) -> int:
-    return round(ms * NS_PER_MS)
-
-
 def _spread_ms(values_ns: Sequence[int]) -> dict[str, Any] | None:
     if not values_ns:
         return None
@@ -158,58 +121,10 @@ def _spread_ms(values_ns: Sequence[int]) -> dict[str, Any] | None:
     }
 
 
-# --- from a session ----------------------------------------------------------------------
+# --- the split of a rollout ------------------------------------------------------------
 
 
-def observations(session: Any) -> Observations:
-    """Read what `rig.session.Session` recorded (duck-typed, so tests can pass any object)."""
-    probes: list[Probe] = []
-    for p in session.probes:
-        try:
-            probes.append(
-                Probe(
-                    int(p["t0_ns"]), int(p["t1_server_ns"]), int(p["t2_server_ns"]), int(p["t3_ns"])
-                )
-            )
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed reply is not an exchange
-    marks: list[ServerMark] = []
-    pairs: list[tuple[int, int]] = []
-    for ev in session.server_events:
-        if ev.kind == "probe_reply":
-            continue
-        server_ns = None if ev.server_ts_ms is None else ms_to_ns(ev.server_ts_ms)
-        end = ev.data.get("audio_end_ms")
-        marks.append(
-            ServerMark(
-                ev.kind, ev.t_ns, server_ns, float(end) if isinstance(end, int | float) else None
-            )
-        )
-        if server_ns is not None:
-            pairs.append((server_ns, ev.t_ns))
-    arrivals: list[int] = []
-    chunk_server: list[int | None] = []
-    for t_ns, _play_ns, ts_ms, _n in session.down_log:
-        arrivals.append(int(t_ns))
-        s_ns = None if ts_ms is None else ms_to_ns(ts_ms)
-        chunk_server.append(s_ns)
-        if s_ns is not None:
-            pairs.append((s_ns, int(t_ns)))
-    pacer = session.pacer
-    return Observations(
-        probes=tuple(probes),
-        down_pairs=tuple(pairs),
-        chunk_arrival_ns=tuple(arrivals),
-        chunk_server_ns=tuple(chunk_server),
-        marks=tuple(marks),
-        send_ns=tuple(session.send_ns),
-        frame_samples=int(pacer.config.frame_samples),
-        sample_rate=int(pacer.config.sample_rate),
-        t0_ns=int(pacer.t0_ns),
-    )
-
-
-def apply_decomposition(metrics: dict[str, Any], obs: Observations | None) -> dict[str, Any]:
+def apply_decomposition(metrics: dict[str, Any], obs: SessionLog | None) -> dict[str, Any]:
     """metrics.json with each response split and the rollout's clock fit (pure, picklable in)."""
     if obs is None:
         return metrics
@@ -221,20 +136,11 @@ def apply_decomposition(metrics: dict[str, Any], obs: Observations | None) -> di
         return {**metrics, "clock_fit": {"error": f"{type(exc).__name__}: {exc}"}}
 
 
-def decompose_responses(
-    responses: list[dict[str, Any]], session: Any
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The hook `Session._close` calls: responses with their split, and the clock fit."""
-    obs = observations(session)
-    clock = fit_clock(obs)
-    return [{**r, **decompose(r, obs, clock)} for r in responses], clock.as_dict()
-
-
 # --- the fit -------------------------------------------------------------------------------
 
 
 def fit_clock(
-    obs: Observations,
+    obs: SessionLog,
     *,
     min_samples: int = FIT_MIN_SAMPLES,
     min_span_ns: int = FIT_MIN_SPAN_NS,
@@ -306,16 +212,7 @@ def _fit_stretch(
 # --- one response ---------------------------------------------------------------------------
 
 
-def sent_ns_of_sample(obs: Observations, sample: int) -> int:
-    """When the rig sent input sample position `sample` (end-exclusive, like a speech end)."""
-    n = obs.frame_samples
-    k = max(0, (sample - 1) // n)
-    if 0 <= k < len(obs.send_ns):
-        return obs.send_ns[k] + (sample - k * n) * NS_PER_S // obs.sample_rate
-    return obs.t0_ns + sample * NS_PER_S // obs.sample_rate
-
-
-def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) -> dict[str, Any]:
+def decompose(response: dict[str, Any], obs: SessionLog, clock: SessionClock) -> dict[str, Any]:
     """The split fields for one entry of `match_responses` (merged into it by the caller)."""
     out: dict[str, Any] = {}
     p0 = response.get("user_end_ns")
@@ -333,7 +230,7 @@ def decompose(response: dict[str, Any], obs: Observations, clock: SessionClock) 
     stop = _first(window, SPEECH_STOPPED_KINDS)
     if stop is not None and stop.audio_end_ms is not None:
         end_sample = round(stop.audio_end_ms * obs.sample_rate / 1000)
-        out["speech_end_offset_ms"] = _ms(sent_ns_of_sample(obs, end_sample) - p0)
+        out["speech_end_offset_ms"] = _ms(obs.sent_ns_of_sample(end_sample) - p0)
 
     server_start, start_source = _server_start(response, window)
     out["server_start_source"] = start_source
@@ -398,7 +295,7 @@ def split_reason(fit: ClockMap | FitRefusal) -> str | None:
     return why
 
 
-def _window(p0: int, arrival: int, obs: Observations) -> list[ServerMark]:
+def _window(p0: int, arrival: int, obs: SessionLog) -> list[ServerMark]:
     """Server events that arrived between the user's end and the onset's arrival."""
     return [m for m in obs.marks if p0 <= m.t_ns <= arrival]
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rig.core.log import SessionLog
+
 OPUS_LOOKAHEAD_MS = 312 * 1000 / 48_000
 
 
@@ -66,4 +68,29 @@ def decompose(
     if rtt_ms is not None:
         out["network_ms"] = round(rtt_ms, 3)
         out["system_ms"] = round(wire - rtt_ms, 3)
+    return out
+
+
+def add_shares(responses: list[dict[str, Any]], log: SessionLog) -> list[dict[str, Any]]:
+    """Each response with its `webrtc` shares, where the session heard WebRTC frames (with
+    their jitter-buffer delay); the RTT is the median RTCP round trip of the rollout."""
+    rows = [
+        {
+            "dir": "down",
+            "t_ns": c.t_ns,
+            "n_samples": c.n_samples,
+            "sample_rate": c.sample_rate,
+            "jb_ms": c.jb_ms,
+        }
+        for c in log.heard
+        if c.jb_ms is not None
+    ]
+    if not rows:
+        return responses
+    rtts = sorted(log.path_rtt_ms)
+    rtt = rtts[len(rtts) // 2] if rtts else None
+    out = []
+    for r in responses:
+        shares = decompose(r, rows, rtt)
+        out.append(r if shares is None else {**r, "webrtc": shares})
     return out

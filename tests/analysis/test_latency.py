@@ -1,26 +1,21 @@
-"""Latency decomposition on synthetic observations with a known truth (no clock, no I/O)."""
+"""Latency decomposition on synthetic session logs with a known truth (no clock, no I/O)."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.analysis.latency import (
-    Observations,
-    Probe,
-    ServerMark,
-    decompose,
-    decompose_responses,
-    fit_clock,
-    observations,
-    sent_ns_of_sample,
-)
-from rig.core.events import DownEvent
+from rig.analysis.latency import apply_decomposition, decompose, fit_clock
+from rig.core.events import DownAudio, DownEvent
+from rig.core.listener import Listener
+from rig.core.log import SessionLog
+from rig.core.records import HeardChunk, Probe, ServerMark
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -77,15 +72,14 @@ def _send_log(t0_ns: int, frames: int, late_ns: int = 300_000) -> tuple[int, ...
 
 def _scenario(
     w: World, *, model_ns: int = 400 * MS, queue_ns: int = 3 * MS, turns: int = 4
-) -> tuple[Observations, list[dict[str, Any]], list[dict[str, float]]]:
-    """Turns every 2 s; returns observations, match_responses-style entries, and the truth."""
+) -> tuple[SessionLog, list[dict[str, Any]], list[dict[str, float]]]:
+    """Turns every 2 s; returns the session log, match_responses-style entries, the truth."""
     t0 = 6 * S
     send = _send_log(t0, 500)
     probes = w.probes(t0, 100, 100 * MS)
     marks: list[ServerMark] = []
     pairs: list[tuple[int, int]] = []
-    arrivals: list[int] = []
-    chunk_srv: list[int | None] = []
+    heard: list[HeardChunk] = []
     responses, truth = [], []
     for i in range(turns):
         end_sample = (i * 100 + 40) * FRAME + 123  # inside frame i*100+40
@@ -102,10 +96,9 @@ def _scenario(
         p2 = p1 + model_ns
         down = w.down()
         p3 = p2 + down
-        arrivals.append(p3)
-        chunk_srv.append(w.peer(p2))
         pairs.append((w.peer(p2), p3))
         p4 = p3 + queue_ns
+        heard.append(HeardChunk(i, p3, p4, w.peer(p2) / MS, 640, RATE))
         responses.append(
             {
                 "turn": i,
@@ -126,16 +119,15 @@ def _scenario(
                 "detect_ms": 300.0,
             }
         )
-    obs = Observations(
-        probes=tuple(probes),
-        down_pairs=tuple(pairs),
-        chunk_arrival_ns=tuple(arrivals),
-        chunk_server_ns=tuple(chunk_srv),
-        marks=tuple(marks),
-        send_ns=send,
-        frame_samples=FRAME,
-        sample_rate=RATE,
+    obs = SessionLog(
         t0_ns=t0,
+        sample_rate=RATE,
+        frame_samples=FRAME,
+        send_ns=send,
+        probes=tuple(probes),
+        marks=tuple(marks),
+        down_pairs=tuple(pairs),
+        heard=tuple(heard),
     )
     return obs, responses, truth
 
@@ -205,7 +197,7 @@ def test_truth_lies_within_the_reported_error(
 def test_no_probes_gives_a_one_way_fit_and_reasons() -> None:
     w = World(offset_ns=0, drift_ppm=1000, up_ns=20 * MS, down_ns=20 * MS, jitter_ns=MS)
     obs, responses, _ = _scenario(w)
-    obs = Observations(**{**_fields(obs), "probes": ()})
+    obs = replace(obs, probes=())
     clock = fit_clock(obs)
     assert clock.source == "server_ts" and clock.fit.method == "envelope-down"
     d = decompose(responses[0], obs, clock)
@@ -224,7 +216,7 @@ def test_no_server_clock_at_all_still_maps_audio_end_through_the_send_log() -> N
     end_sample = (100 + 40) * FRAME + 123 + 37 * RATE // 1000
     stop = ServerMark("input_audio_buffer.speech_stopped", r["user_end_ns"] + 300 * MS, None,
                       end_sample * 1000 / RATE)  # fmt: skip
-    obs = Observations(**{**_fields(obs), "probes": (), "down_pairs": (), "marks": (stop,)})
+    obs = replace(obs, probes=(), down_pairs=(), marks=(stop,))
     clock = fit_clock(obs)
     assert clock.fit.as_dict()["refused"] and clock.source == "none"
     d = decompose(r, obs, clock)
@@ -240,7 +232,7 @@ def test_response_start_event_stands_in_for_an_unstamped_onset_chunk() -> None:
     lead_ns = 60 * MS  # the onset chunk left the server 60 ms after response.start
     start_srv = round(r["onset_arrival_ns"] - 15 * MS - lead_ns)
     mark = ServerMark("response.start", start_srv + 15 * MS, w.peer(start_srv))
-    obs = Observations(**{**_fields(obs), "marks": (*obs.marks, mark)})
+    obs = replace(obs, marks=(*obs.marks, mark))
     d = decompose(r, obs, fit_clock(obs))
     assert d["server_start_source"] == "response.start"
     assert d["model_ms"] == pytest.approx(truth[0]["model_ms"] - 60, abs=0.05)
@@ -261,61 +253,57 @@ def test_unmatched_response_gets_nulls_with_its_reason() -> None:
 def test_too_few_probes_for_drift_is_a_refusal_not_a_guess() -> None:
     w = World(offset_ns=0, drift_ppm=50_000, up_ns=5 * MS, down_ns=5 * MS, jitter_ns=0)
     obs, responses, _ = _scenario(w)
-    obs = Observations(**{**_fields(obs), "probes": obs.probes[:3]})
+    obs = replace(obs, probes=obs.probes[:3])
     d = decompose(responses[0], obs, fit_clock(obs))
     assert d["model_ms"] is None and "drift" in d["model_reason"]
 
 
 def test_sample_positions_map_through_the_actual_send_times() -> None:
     send = (1000 * MS, 1025 * MS, 1041 * MS)  # frame 1 went out 5 ms late
-    obs = Observations((), (), (), (), (), send, FRAME, RATE, 1000 * MS)
-    assert sent_ns_of_sample(obs, FRAME + 160) == 1025 * MS + 10 * MS
-    assert sent_ns_of_sample(obs, 2 * FRAME) == 1025 * MS + 20 * MS  # end-exclusive
-    assert sent_ns_of_sample(obs, 0) == 1000 * MS
-    assert sent_ns_of_sample(obs, 10 * FRAME) == 1000 * MS + 200 * MS  # never sent: timeline
+    obs = SessionLog(t0_ns=1000 * MS, sample_rate=RATE, frame_samples=FRAME, send_ns=send)
+    assert obs.sent_ns_of_sample(FRAME + 160) == 1025 * MS + 10 * MS
+    assert obs.sent_ns_of_sample(2 * FRAME) == 1025 * MS + 20 * MS  # end-exclusive
+    assert obs.sent_ns_of_sample(0) == 1000 * MS
+    assert obs.sent_ns_of_sample(10 * FRAME) == 1000 * MS + 200 * MS  # never sent: timeline
 
 
-def test_session_hook_reads_what_the_session_recorded() -> None:
+def test_the_listeners_log_feeds_the_split() -> None:
+    """What the listener heard (probe replies, stamped events, stamped audio) is what the
+    split reads: the same answer as the synthetic log."""
     w = World(offset_ns=-2 * S, drift_ppm=10_000, up_ns=12 * MS, down_ns=12 * MS, jitter_ns=0)
     obs, responses, truth = _scenario(w)
-
-    class Pacer:
-        t0_ns = obs.t0_ns
-
-        class config:  # noqa: N801 - mimics PacerConfig
-            frame_samples = FRAME
-            sample_rate = RATE
-
-    class FakeSession:
-        probes = [
-            {
-                "id": k,
-                "t0_ns": p.t0_ns,
-                "t1_server_ns": p.t1_peer_ns,
-                "t2_server_ns": p.t2_peer_ns,
-                "t3_ns": p.t3_ns,
-            }  # fmt: skip
-            for k, p in enumerate(obs.probes)
-        ] + [{"id": "bad"}]
-        server_events = [
-            DownEvent(m.kind, m.t_ns, {"audio_end_ms": m.audio_end_ms}, m.server_ns / MS)
-            for m in obs.marks
-        ] + [DownEvent("probe_reply", 0, {}, None)]
-        down_log = [
-            (a, a + 3 * MS, None if s is None else s / MS, 640)
-            for a, s in zip(obs.chunk_arrival_ns, obs.chunk_server_ns, strict=True)
-        ]
-        send_ns = list(obs.send_ns)
-        pacer = Pacer
-
-    out, fit = decompose_responses(responses, FakeSession)
-    assert len(observations(FakeSession).probes) == len(obs.probes)
+    listener = Listener(obs.t0_ns)
+    for k, p in enumerate(obs.probes):
+        data = {
+            "id": k,
+            "t0_ns": p.t0_ns,
+            "t1_server_ns": p.t1_peer_ns,
+            "t2_server_ns": p.t2_peer_ns,
+        }
+        listener.on_event(DownEvent("probe_reply", p.t3_ns, data))
+    listener.on_event(DownEvent("probe_reply", 0, {"id": "bad"}))  # malformed: no exchange
+    for m in obs.marks:
+        assert m.server_ns is not None
+        stamp_ms = m.server_ns / MS
+        listener.on_event(DownEvent(m.kind, m.t_ns, {"audio_end_ms": m.audio_end_ms}, stamp_ms))
+    for c in obs.heard:
+        pcm = np.zeros(c.n_samples, np.int16)
+        listener.on_audio(DownAudio(pcm, c.sample_rate, c.t_ns, c.server_ts_ms))
+    log = SessionLog(
+        t0_ns=obs.t0_ns,
+        sample_rate=RATE,
+        frame_samples=FRAME,
+        send_ns=obs.send_ns,
+        probes=tuple(listener.probes),
+        marks=tuple(listener.marks),
+        down_pairs=tuple(listener.down_pairs),
+    )
+    assert len(log.probes) == len(obs.probes)
+    assert sorted(log.down_pairs) == sorted(obs.down_pairs)
+    out = apply_decomposition({"responses": responses}, log)
+    fit = out["clock_fit"]
     assert fit["method"] == "envelope-two-way" and fit["rtt"]["count"] == len(obs.probes)
     assert fit["uplink_delay_ms"]["p50"] == pytest.approx(12, abs=0.01)
-    for r, t in zip(out, truth, strict=True):
+    for r, t in zip(out["responses"], truth, strict=True):
         assert r["model_ms"] == pytest.approx(t["model_ms"], abs=0.01)
         assert r["latency_ms"] is not None
-
-
-def _fields(obs: Observations) -> dict[str, Any]:
-    return {f: getattr(obs, f) for f in obs.__dataclass_fields__}

@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.analysis.latency import Observations, Probe, fit_clock
+from rig.analysis.latency import fit_clock
 from rig.clockfit.fit import fit_two_way
 from rig.clockfit.steps import find_probe_steps
+from rig.core.log import SessionLog
+from rig.core.records import Probe
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -103,16 +105,11 @@ def test_decomposition_fits_each_stretch_between_steps() -> None:
         rng, 60, drift_ppm=drift, offset_ns=offset, up_ms=20, down_ms=20, jitter_ms=1,
         step_ns=step, step_at=30,
     )  # fmt: skip
-    obs = Observations(
-        probes=tuple(Probe(a, b, c, d) for a, b, c, d in zip(t0, t1, t2, t3, strict=True)),
-        down_pairs=(),
-        chunk_arrival_ns=(),
-        chunk_server_ns=(),
-        marks=(),
-        send_ns=(),
-        frame_samples=320,
-        sample_rate=16_000,
+    obs = SessionLog(
         t0_ns=0,
+        sample_rate=16_000,
+        frame_samples=320,
+        probes=tuple(Probe(a, b, c, d) for a, b, c, d in zip(t0, t1, t2, t3, strict=True)),
     )
     clock = fit_clock(obs)
     (st_,) = clock.steps
