@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -29,10 +28,12 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from rig.clock.base import Clock, MonotonicClock
 from rig.core.responses import lateness_summary
 from rig.recordings.manifest import redact
+from rig.recordings.redact import redact_url
 from rig.recordings.writer import write_json_atomic
-from rig.transports.websocket import StampedConnection, redact_url
+from rig.transports.websocket import StampedConnection, StampedServerConnection, stamping
 
 #: handshake headers passed from the client to the upstream system (never logged)
 FORWARDED_HEADERS = (
@@ -79,7 +80,15 @@ def message_meta(message: str | bytes) -> dict[str, Any]:
 
 
 class RecordingProxy:
-    def __init__(self, upstream: str, out_dir: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        out_dir: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.clock: Clock = clock or MonotonicClock()
         self.upstream = upstream
         self.out_dir = out_dir
         self.connect_timeout_s = connect_timeout_s
@@ -93,7 +102,7 @@ class RecordingProxy:
             self._handle,
             host,
             port,
-            create_connection=_StampedServerConnection,
+            create_connection=stamping(StampedServerConnection, self.clock),
             max_size=None,
             compression=None,
             ping_interval=None,
@@ -106,7 +115,7 @@ class RecordingProxy:
                     "command": "proxy",
                     "upstream": redact_url(self.upstream),
                     "listen": f"{bound[0]}:{bound[1]}",
-                    "started_ns": time.monotonic_ns(),
+                    "started_ns": self.clock.now_ns(),
                 }
             ),
         )
@@ -135,7 +144,7 @@ class RecordingProxy:
                 connect(
                     upstream_for(self.upstream, path),
                     additional_headers=headers or None,
-                    create_connection=StampedConnection,
+                    create_connection=stamping(StampedConnection, self.clock),
                     max_size=None,
                     compression=None,
                     ping_interval=None,
@@ -174,14 +183,14 @@ class RecordingProxy:
                 with contextlib.suppress(ConnectionClosed):
                     await dst.close()
                 return closer
-            t_in = src.stamps.popleft() if src.stamps else time.monotonic_ns()
+            t_in = src.stamps.popleft() if src.stamps else self.clock.now_ns()
             try:
                 await dst.send(message)
             except ConnectionClosed:
                 other = "upstream" if direction == "up" else "client"
                 log.closed_by = log.closed_by or other
                 return other
-            t_out = time.monotonic_ns()
+            t_out = self.clock.now_ns()
             log.counts[direction] += 1
             meta = message_meta(message)
             log.bytes[direction] += meta["bytes"]
@@ -223,35 +232,6 @@ class RecordingProxy:
         asyncio.get_running_loop().run_in_executor(
             None, write_json_atomic, os.path.join(log.dir, "summary.json"), summary
         )
-
-
-class _StampedServerConnection(ServerConnection):
-    """Server side of the same socket stamping the rig's client transport does."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._rx_ns = 0
-        self.stamps: Any = __import__("collections").deque()
-
-    def data_received(self, data: bytes) -> None:
-        self._rx_ns = time.monotonic_ns()
-        super().data_received(data)
-
-    def process_event(self, event: Any) -> None:
-        from websockets.frames import Frame, Opcode
-
-        if (
-            isinstance(event, Frame)
-            and event.fin
-            and event.opcode
-            in (
-                Opcode.TEXT,
-                Opcode.BINARY,
-                Opcode.CONT,
-            )
-        ):
-            self.stamps.append(self._rx_ns)
-        super().process_event(event)
 
 
 def _append(path: str, text: str) -> None:

@@ -13,11 +13,12 @@ from typing import Any
 from rig.clock.base import Clock
 from rig.dialects import get_dialect
 from rig.errors import ConfigError
+from rig.recordings.redact import redact_url
 from rig.runner import RolloutSpec, Runner
 from rig.scenarios import ScenarioItem
 from rig.session import SessionConfig
 from rig.transports.base import Transport
-from rig.transports.websocket import WebSocketTransport, redact_url
+from rig.transports.websocket import WebSocketTransport
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -262,7 +263,9 @@ async def _run_specs(
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
 
-            await stack.enter_async_context(MqttPublisher(bus, parse_mqtt_url(args.mqtt)))
+            await stack.enter_async_context(
+                MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
+            )
             if getattr(args, "device_clock", None):
                 from rig.telemetry.deviceclock import DeviceClockProbe
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rig import __version__
+from rig.recordings.redact import redact_url
 
 SECRET_KEY = re.compile(r"(key|token|secret|passw|auth|credential|bearer|cookie)", re.I)
 URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
@@ -48,8 +49,6 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [redact(v) for v in obj]
     if isinstance(obj, str) and URL.match(obj):
-        from rig.transports.websocket import redact_url
-
         return redact_url(obj)
     return obj
 

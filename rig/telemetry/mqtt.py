@@ -24,13 +24,13 @@ import contextlib
 import json
 import os
 import ssl
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
+from rig.clock.base import Clock, MonotonicClock
 from rig.errors import ConfigError, ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
@@ -302,8 +302,10 @@ class MqttPublisher:
         retry_max_s: float = 5.0,
         publish_timeout_s: float = 2.0,
         keepalive_s: int = 10,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self._clock: Clock = clock or MonotonicClock()  # batches chunk events by its time
         self.stats = BridgeStats()
         self.flush_period_s = 1.0 / flush_hz
         self._bus = bus
@@ -403,7 +405,7 @@ class MqttPublisher:
     async def _send_pending(self, client: Any, force: bool = False) -> None:
         # Work in slices with a yield in between: this task shares the loop with the audio.
         assert self._sub is not None
-        now_ns = time.monotonic_ns()
+        now_ns = self._clock.now_ns()
         while len(self._sub) > 0:
             for ev in self._sub.drain(SLICE):
                 if ev.kind == "chunk":

@@ -1,47 +1,50 @@
 """WebSocket transport: the `websockets` library plus a sans-I/O dialect.
 
-Arrival stamps: the connection subclass below reads the shared clock in `data_received`,
-the moment asyncio hands it bytes from the socket, and pins that stamp to every complete
-message parsed from those bytes. That is as close to the socket as the library allows; the
-time a message then waits in the library's queue is not counted as network delay.
+Arrival stamps: the connection subclass below reads the transport's clock (the injected
+one, so a FakeClock run records only fake times) in `data_received`, the moment asyncio
+hands it bytes from the socket, and pins that stamp to every complete message parsed from
+those bytes. That is as close to the socket as the library allows; the time a message then
+waits in the library's queue is not counted as network delay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import time
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 from websockets.frames import Frame, Opcode
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import DownEvent, Incoming
-from rig.core.units import NS_PER_S
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
+from rig.recordings.redact import redact_url
 from rig.transports.base import Transport
 
 
 class ArrivalStamps:
     """Mixin for a websockets connection: remember when each message's last byte came off
-    the socket (`stamps`, one per complete data message, in order)."""
+    the socket (`stamps`, one per complete data message, in order), read from `now_ns`
+    (the injected clock's reader; `stamping(cls, clock)` binds it)."""
 
     _rx_ns: int
     stamps: collections.deque[int]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._now_ns = now_ns
         self._rx_ns = 0
         self.stamps = collections.deque()
 
     def data_received(self, data: bytes) -> None:
-        self._rx_ns = time.monotonic_ns()
+        self._rx_ns = self._now_ns()
         super().data_received(data)  # type: ignore[misc]
 
     def process_event(self, event: Any) -> None:
@@ -54,17 +57,17 @@ class StampedConnection(ArrivalStamps, ClientConnection):
     """A client connection that remembers when each message's last byte came off the socket."""
 
 
+class StampedServerConnection(ArrivalStamps, ServerConnection):
+    """The server side of the same stamping (the recording proxy's client-facing end)."""
+
+
+def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
+    """A websockets `create_connection` factory: `cls` stamping on `clock` (typed Any:
+    websockets annotates a class, and calls it like one)."""
+    return functools.partial(cls, now_ns=clock.now_ns)
+
+
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
-
-
-def redact_url(url: str) -> str:
-    """The URL without credentials or query string (tokens often travel there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    query = "<redacted>" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 class WebSocketTransport(Transport):
@@ -132,7 +135,7 @@ class WebSocketTransport(Transport):
             connect(  # type: ignore[arg-type]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
-                create_connection=StampedConnection,
+                create_connection=stamping(StampedConnection, self.clock),
                 max_size=self.max_message_bytes,
                 open_timeout=self.connect_timeout_s,
                 ping_interval=None,
@@ -145,20 +148,19 @@ class WebSocketTransport(Transport):
         ws = self._require()
         for msg in self.dialect.open_messages():
             await ws.send(msg)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not self.dialect.ready:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TransportError(f"no handshake answer within {self.ready_timeout_s} s")
-            try:
-                message = await asyncio.wait_for(ws.recv(), remaining)
-            except TimeoutError:
-                continue
-            except ConnectionClosed as exc:
-                raise TransportError(f"closed during handshake: {exc}", code=_code(exc)) from exc
-            t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
-            self._pending.extend(self.dialect.decode(message, t_ns))
-            await self._flush_outgoing(ws)
+        try:
+            async with asyncio.timeout(self.ready_timeout_s):  # a real-time limit, not a stamp
+                while not self.dialect.ready:
+                    try:
+                        message = await ws.recv()
+                    except ConnectionClosed as exc:
+                        why = f"closed during handshake: {exc}"
+                        raise TransportError(why, code=_code(exc)) from exc
+                    t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
+                    self._pending.extend(self.dialect.decode(message, t_ns))
+                    await self._flush_outgoing(ws)
+        except TimeoutError:
+            raise TransportError(f"no handshake answer within {self.ready_timeout_s} s") from None
 
     async def _flush_outgoing(self, ws: StampedConnection) -> None:
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
@@ -250,4 +252,4 @@ def _code(exc: ConnectionClosed) -> int | None:
     return rcvd.code if rcvd is not None else None
 
 
-__all__ = ["NS_PER_S", "WebSocketTransport", "redact_url"]
+__all__ = ["StampedConnection", "StampedServerConnection", "WebSocketTransport", "stamping"]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import soxr
-from aiortc import RTCPeerConnection, RTCRtpSender
+from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
 from aiortc.rtp import RtpPacket
@@ -110,6 +109,7 @@ class WebRtcTransport(Transport):
         self.ledger = RtcpLedger(OPUS_RATE)
         self.tap = PeerTap(
             self.ledger,
+            clock=clock,
             on_rtp_sent=self._on_rtp_sent,
             on_rtp_received=self._on_rtp_received,
             on_rtcp_events=self._on_rtcp_events,
@@ -151,7 +151,7 @@ class WebRtcTransport(Transport):
             await self._open()
 
     async def _open(self) -> None:
-        t0 = time.monotonic_ns()
+        t0 = self.clock.now_ns()
         pc = self.pc = make_peer(self.ice_servers)
         transceiver = pc.addTransceiver(self.track, direction="sendrecv")
         prefer_opus(pc, transceiver)
@@ -178,8 +178,6 @@ class WebRtcTransport(Transport):
             with gather_on(self.host_addresses):
                 await pc.setLocalDescription(offer)
             answer = await self.signalling.exchange(pc.localDescription.sdp)
-            from aiortc import RTCSessionDescription
-
             await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
         except RigError:
             raise
@@ -199,7 +197,7 @@ class WebRtcTransport(Transport):
             ) from None
         if self._failed:
             raise TransportError(self._failed)
-        self.connect_ms = round((time.monotonic_ns() - t0) / 1e6, 3)
+        self.connect_ms = round((self.clock.now_ns() - t0) / 1e6, 3)
         if self.signalling.keepalive is not None:
             self._tasks.append(asyncio.create_task(self._keepalive(*self.signalling.keepalive)))
         if self.stats_interval_s > 0:
