@@ -8,9 +8,10 @@ import datetime
 import json
 from typing import Any
 
-from rig.device.backend import BACKENDS, StreamSettings, get_backend
 from rig.device.calibration_store import CalibrationStore
 from rig.device.loopback import PROBES, measure_round_trip
+from rig.device.model import StreamSettings
+from rig.device.stream import BACKENDS, get_backend
 from rig.errors import ConfigError
 
 

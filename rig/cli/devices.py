@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from rig.device.backend import BACKENDS, get_backend
+from rig.device.stream import BACKENDS, get_backend
 
 
 def add_parser(sub: Any) -> None:

@@ -57,14 +57,9 @@ def add_parser(sub: Any) -> None:
 
 def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
     """Rollouts over a sound card; devices, format and calibration are checked up front."""
-    from rig.transports.device import (
-        DeviceOptions,
-        device_factory,
-        load_calibration,
-        open_checked,
-        parse_latency,
-        path_key,
-    )
+    from rig.device.calibration import load_calibration
+    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+    from rig.transports.device import device_factory
 
     if not args.output or not args.input:
         raise ConfigError("--transport device needs --output DEV and --input DEV")

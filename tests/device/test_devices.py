@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from rig.cli import main as rig_main
-from rig.device.backend import StreamSettings, get_backend
 from rig.device.calibration_store import CalibrationStore, PathKey
 from rig.device.loopback import measure_round_trip
+from rig.device.model import StreamSettings
+from rig.device.stream import get_backend
 from rig.errors import DeviceError
 
 pytestmark = pytest.mark.device

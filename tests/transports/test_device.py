@@ -22,20 +22,17 @@ import numpy as np
 import pytest
 
 from rig.cli import main as rig_main
-from rig.device.backend import StreamSettings, get_backend
+from rig.device.calibration import compose_calibration, load_calibration
 from rig.device.calibration_store import PathKey
 from rig.device.loopback import measure_round_trip
+from rig.device.model import StreamSettings
+from rig.device.options import DeviceOptions
+from rig.device.stream import get_backend
+from rig.device.timeinfo import LiveClock, PlayLog
 from rig.errors import ConfigError, DeviceError
 from rig.recordings.wav import read_wav
 from rig.sim.truth import read_truth
-from rig.transports.device import (
-    DeviceOptions,
-    DeviceTransport,
-    LiveClock,
-    PlayLog,
-    compose_calibration,
-    load_calibration,
-)
+from rig.transports.device import DeviceTransport
 
 RATE = 48_000
 WAV = os.path.join("rig", "data", "turn_what.wav")
