@@ -9,6 +9,11 @@ So each callback only copies: the captured samples out (one small array per bloc
 next queued samples in, then hands the record to the event loop with
 `loop.call_soon_threadsafe` (non-blocking). It stamps the block on the shared clock at entry
 and keeps PortAudio's time_info and status flags (xruns); nothing is thrown away.
+
+Shared state between the two threads is single-writer: the play queue is a deque (append
+on the loop thread, popleft on the audio thread: both atomic), and its fill level is two
+counters, each written by one thread only (frames pushed, frames taken), never one counter
+changed from both.
 """
 
 from __future__ import annotations
@@ -32,10 +37,16 @@ class Playout:
     def __init__(self) -> None:
         self._chunks: collections.deque[Pcm16] = collections.deque()
         self._head_pos = 0  # touched only by the callback thread
-        self.queued_frames = 0
+        self.pushed_frames = 0  # written only by the loop thread
+        self.taken_frames = 0  # written only by the callback thread
+
+    @property
+    def queued_frames(self) -> int:
+        """Frames queued and not yet taken (a snapshot: either side may move on)."""
+        return self.pushed_frames - self.taken_frames
 
     def push(self, pcm: Pcm16) -> None:
-        self.queued_frames += len(pcm)
+        self.pushed_frames += len(pcm)
         self._chunks.append(pcm)
 
     def fill(self, out: npt.NDArray[Any]) -> int:
@@ -53,7 +64,7 @@ class Playout:
                 self._head_pos = 0
         if done < n:
             out[done:, :] = 0
-        self.queued_frames -= done
+        self.taken_frames += done
         return done
 
 
