@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, summarize
 from rig.errors import ConfigError
@@ -260,8 +263,6 @@ def _fmt(x: Any, nd: int = 0) -> str:
 
 def render_table(report: dict[str, Any]) -> Any:
     """A rich Table: one row per scenario, then its items indented."""
-    from rich.table import Table
-
     t = Table(
         title=f"run {report['run_id']}: {report['n_rollouts']} rollouts", title_justify="left"
     )
@@ -302,8 +303,6 @@ def render_decomposition(report: dict[str, Any]) -> Any:
     """A rich Table of the latency split: per component median [p25–p75] ±median error, ms.
 
     None when no response of the run has a split (no clock fit could support one)."""
-    from rich.table import Table
-
     groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
         (f"  {it['item']}", it)
         for it in report["items"]
@@ -331,8 +330,6 @@ def render_decomposition(report: dict[str, Any]) -> Any:
 
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     """The report as plain text (the table, then any problems)."""
-    from rich.console import Console
-
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
     console.print(render_table(report))
     decomposition = render_decomposition(report)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import soundfile as sf
 
 from rig.core.units import NS_PER_S
 from rig.errors import AudioInputError
@@ -106,8 +107,6 @@ def read_track(path: Path) -> tuple[npt.NDArray[np.float32], int]:
                 return (pcm.mean(axis=1) / 32768.0).astype(np.float32), int(rate)
             break
         pos = body + size + (size & 1)
-    import soundfile as sf
-
     try:
         x, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises its own error types

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+from rig import __version__
+from rig.errors import RigError
 
 #: subcommand name -> module under rig.cli
 COMMANDS: dict[str, str] = {
@@ -29,8 +33,6 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rig import __version__
-
     parser = argparse.ArgumentParser(prog="rig", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"rig {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -52,8 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(f"rig.cli.{COMMANDS[args.command]}")
-    from rig.errors import RigError
-
     try:
         code: int = module.run(args)
     except RigError as exc:
@@ -71,8 +71,6 @@ def _exit_if_portaudio_wedged(code: int) -> None:
     backend = sys.modules.get("rig.device.stream")
     reason = getattr(backend, "PORTAUDIO_WEDGED", None) if backend is not None else None
     if reason:
-        import os
-
         print(f"rig: exiting without PortAudio shutdown: {reason}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()

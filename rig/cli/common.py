@@ -5,19 +5,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from typing import Any
 
-from rig.clock.base import Clock
+from rich.console import Console
+
+from rig.clock.base import Clock, MonotonicClock
+from rig.dashboard.live import Dashboard
+from rig.device.calibration import load_calibration
+from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
 from rig.dialects import get_dialect
 from rig.errors import ConfigError
 from rig.recordings.redact import redact_url
+from rig.recordings.writer import write_json_atomic
 from rig.runner import RolloutSpec, Runner
 from rig.scenarios import ScenarioItem
 from rig.session import SessionConfig
+from rig.telemetry.bus import EventBus
+from rig.telemetry.deviceclock import DeviceClockProbe
+from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
+from rig.telemetry.session_bridge import session_publisher
 from rig.transports.base import Transport
+from rig.transports.device import device_factory
 from rig.transports.websocket import WebSocketTransport
 
 
@@ -134,8 +147,6 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    import json
-
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, eq, value = pair.partition("=")
@@ -170,8 +181,6 @@ def build_specs(
                 "text (openai, grok, gemini); use prefill audio over other transports"
             )
     if transport == "device":
-        from rig.cli.run import device_specs  # --output/--input/--calibration live there
-
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
@@ -212,6 +221,47 @@ def build_specs(
     return specs
 
 
+def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
+    """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    if not args.output or not args.input:
+        raise ConfigError("--transport device needs --output DEV and --input DEV")
+    if args.concurrency > 1:
+        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
+    opts = DeviceOptions(
+        output=args.output,
+        input=args.input,
+        rate=args.sample_rate or 48_000,
+        channels=args.channels,
+        blocksize=args.blocksize,
+        latency=parse_latency(args.latency),
+        duplex=args.duplex,
+        backend=args.backend,
+    )
+    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
+    key = path_key(stream, opts)
+    cal = load_calibration(args.calibration, key)
+    target = {
+        "transport": "device",
+        **key.as_dict(),
+        "channels": opts.channels,
+        "calibration": None if cal is None else cal.as_dict(),
+        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
+    }
+    specs = []
+    for rid, item, rep in repeated(items, args.repeat):
+        specs.append(
+            RolloutSpec(
+                rid,
+                item.plan,
+                device_factory(opts, args.calibration),
+                target,
+                {**item.meta, "repeat": rep},
+                session_config(args, item.session),
+            )
+        )
+    return specs
+
+
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
     """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
     return asyncio.run(_run_specs(args, specs, config))
@@ -220,15 +270,6 @@ def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[s
 async def _run_specs(
     args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
 ) -> Runner:
-    from contextlib import AsyncExitStack
-
-    from rich.console import Console
-
-    from rig.clock.base import MonotonicClock
-    from rig.dashboard.live import Dashboard
-    from rig.telemetry.bus import EventBus
-    from rig.telemetry.session_bridge import session_publisher
-
     clock = MonotonicClock()
     bus = EventBus()
     console = Console(stderr=True)
@@ -261,14 +302,10 @@ async def _run_specs(
             )
         device_probe = None
         if getattr(args, "mqtt", None):
-            from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
-
             await stack.enter_async_context(
                 MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
             )
             if getattr(args, "device_clock", None):
-                from rig.telemetry.deviceclock import DeviceClockProbe
-
                 device_probe = await stack.enter_async_context(
                     DeviceClockProbe(
                         parse_mqtt_url(args.mqtt), runner.run_id, args.device_clock, bus=bus
@@ -288,8 +325,6 @@ async def _run_specs(
                 probing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await probing
-                from rig.recordings.writer import write_json_atomic
-
                 await asyncio.to_thread(
                     write_json_atomic,
                     os.path.join(runner.run_dir, "device_clock.json"),

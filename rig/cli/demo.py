@@ -9,6 +9,7 @@ from typing import Any
 from rig.cli.common import add_run_options, build_specs, run_specs
 from rig.cli.sim import add_sim_knobs, sim_from_args
 from rig.reporting.summary import print_summary
+from rig.runner import new_run_id
 from rig.scenarios import resolve
 from rig.sim.server import SimServer, SimThread
 
@@ -24,8 +25,6 @@ def run(args: argparse.Namespace) -> int:
     cfg, net, reply = sim_from_args(args)
     items = resolve("builtin:demo", cfg.sample_rate)
     os.makedirs(args.out, exist_ok=True)
-    from rig.runner import new_run_id
-
     args.run_id = args.run_id or new_run_id()
     truth = os.path.join(args.out, f"{args.run_id}.sim-truth.jsonl")
     sim = SimThread(SimServer(cfg, net, truth_log=truth, reply_audio=reply))

@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 from rig.errors import ConfigError
+from rig.proxy import RecordingProxy
 from rig.runner import new_run_id
 
 
@@ -23,8 +24,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rig.proxy import RecordingProxy
-
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--listen wants HOST:PORT, got {args.listen!r}")

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
 from rig.errors import ConfigError
@@ -64,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
 
 def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     """Per rollout: how the server clock was fitted, and how well (what the split rests on)."""
-    from rich.table import Table
-
     t = Table(title="server clock fits", title_justify="left")
     for col in ("rollout", "method", "drift ppm", "offset ±ms", "RTT p50 ms", "note"):
         t.add_column(col, justify="left" if col in ("rollout", "method", "note") else "right")

@@ -9,15 +9,12 @@ from rig.cli.common import (
     add_run_options,
     build_specs,
     parse_dialect_options,
-    repeated,
     run_specs,
-    session_config,
     uplink_rate,
 )
 from rig.errors import ConfigError
 from rig.reporting.summary import print_summary
-from rig.runner import RolloutSpec
-from rig.scenarios import ScenarioItem, resolve
+from rig.scenarios import resolve
 
 
 def add_parser(sub: Any) -> None:
@@ -53,51 +50,6 @@ def add_parser(sub: Any) -> None:
         help="auto (stored for this exact path), none, or a calibration JSON file",
     )
     add_run_options(p)
-
-
-def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
-    """Rollouts over a sound card; devices, format and calibration are checked up front."""
-    from rig.device.calibration import load_calibration
-    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
-    from rig.transports.device import device_factory
-
-    if not args.output or not args.input:
-        raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency > 1:
-        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
-    opts = DeviceOptions(
-        output=args.output,
-        input=args.input,
-        rate=args.sample_rate or 48_000,
-        channels=args.channels,
-        blocksize=args.blocksize,
-        latency=parse_latency(args.latency),
-        duplex=args.duplex,
-        backend=args.backend,
-    )
-    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
-    key = path_key(stream, opts)
-    cal = load_calibration(args.calibration, key)
-    target = {
-        "transport": "device",
-        **key.as_dict(),
-        "channels": opts.channels,
-        "calibration": None if cal is None else cal.as_dict(),
-        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
-    }
-    specs = []
-    for rid, item, rep in repeated(items, args.repeat):
-        specs.append(
-            RolloutSpec(
-                rid,
-                item.plan,
-                device_factory(opts, args.calibration),
-                target,
-                {**item.meta, "repeat": rep},
-                session_config(args, item.session),
-            )
-        )
-    return specs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,9 @@ from typing import Any
 
 from rig import realtime
 from rig.audio.source import load_wav
+from rig.device.options import DeviceOptions, parse_latency
+from rig.errors import ConfigError
+from rig.sim.device_server import DeviceSimServer
 from rig.sim.engine import SimConfig
 from rig.sim.server import NetConfig, SimServer
 
@@ -124,9 +127,6 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
 
 
 def device_options(args: argparse.Namespace) -> Any:
-    from rig.device.options import DeviceOptions, parse_latency
-    from rig.errors import ConfigError
-
     if not args.input or not args.output:
         raise ConfigError("--transport device needs --input DEV and --output DEV")
     return DeviceOptions(
@@ -142,8 +142,6 @@ def device_options(args: argparse.Namespace) -> Any:
 
 def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
     """The reference system on sound cards (one conversation, until SIGINT/SIGTERM)."""
-    from rig.sim.device_server import DeviceSimServer
-
     opts = device_options(args)
     if args.reply_wav:  # the engine runs at the device rate
         reply = load_wav(args.reply_wav, opts.rate).pcm

@@ -13,7 +13,12 @@ import asyncio
 import contextlib
 from typing import Any
 
+from rich.console import Console
+
+from rig.dashboard.live import Dashboard
 from rig.errors import ConfigError
+from rig.telemetry.bus import EventBus
+from rig.telemetry.mqtt import MqttSubscriber, parse_mqtt_url
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.refresh_hz <= 0:
         raise ConfigError("--refresh-hz must be positive")
-    from rig.telemetry.mqtt import parse_mqtt_url
-
     config = parse_mqtt_url(args.mqtt)
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(_watch(args, config))
@@ -51,12 +54,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _watch(args: argparse.Namespace, config: Any) -> int:
-    from rich.console import Console
-
-    from rig.dashboard.live import Dashboard
-    from rig.telemetry.bus import EventBus
-    from rig.telemetry.mqtt import MqttSubscriber
-
     bus = EventBus()
     console = Console()
     subscriber = MqttSubscriber(bus, config, run_id=args.run)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from dataclasses import replace
 from types import TracebackType
@@ -274,8 +275,6 @@ class Dashboard:
             self._tty_restore = None
 
     def _on_stdin(self) -> None:
-        import os
-
         assert self._key_fd is not None
         try:
             data = os.read(self._key_fd, 64)

@@ -14,6 +14,7 @@ import struct
 from typing import BinaryIO
 
 import numpy as np
+import soundfile as sf
 
 from rig.audio.pcm import Pcm16
 
@@ -83,8 +84,6 @@ def read_wav(path: str) -> tuple[Pcm16, int]:
     with open(path, "rb") as f:
         head = f.read(HEADER_BYTES)
         if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
-            import soundfile as sf
-
             data, rate = sf.read(path, dtype="int16", always_2d=True)
             return np.ascontiguousarray(data[:, 0]), int(rate)
         sample_rate = struct.unpack("<I", head[24:28])[0]

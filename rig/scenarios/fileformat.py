@@ -38,7 +38,7 @@ from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
 from rig.errors import AudioInputError, ConfigError, ScenarioError
-from rig.scenarios import ScenarioItem
+from rig.scenarios.item import ScenarioItem
 
 ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")
 INJECT_ROLES = ("interruption", "backchannel")
