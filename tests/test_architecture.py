@@ -102,9 +102,7 @@ def _layer(module: str) -> tuple[int, str]:
     for i, layer in enumerate(LAYERS):
         for entry in layer:
             inside = module == entry or (entry != "rig" and module.startswith(entry + "."))
-            if inside and (
-                best is None or len(entry) > len(best[1])
-            ):
+            if inside and (best is None or len(entry) > len(best[1])):
                 best = (i, entry)
     assert best is not None, f"{module} is in no layer: add it to LAYERS (and the docs)"
     return best

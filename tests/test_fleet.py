@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.simproc import start_sim, stop_sim
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.realtime
 
@@ -79,11 +80,12 @@ def test_resume_after_sigkill_redoes_only_missing_or_failed(tmp_path: Path) -> N
             run_cmd(url, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         rollouts = tmp_path / "fleet" / "rollouts"
-        deadline = time.monotonic() + 90
-        done: set[str] = set()
-        while time.monotonic() < deadline and len(done) < 5:
-            time.sleep(0.2)
+
+        def five_done() -> set[str]:
             done = {p.parent.name for p in rollouts.glob("*/metrics.json")}
+            return done if len(done) >= 5 else set()
+
+        done = wait_for(five_done, timeout_s=90, every_s=0.2, what="5 rollouts done")
         assert 5 <= len(done) < 50, f"{len(done)} done before the kill"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

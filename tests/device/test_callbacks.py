@@ -17,4 +17,3 @@ def test_each_thread_writes_only_its_own_counter() -> None:
     assert (q.pushed_frames, q.taken_frames, q.queued_frames) == (150, 120, 30)
     assert q.fill(out) == 30 and (out[30:] == 0).all()  # silence after the queue runs dry
     assert q.queued_frames == 0
-

@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from rig.dialects.pipecat import PipecatDialect, audio_frame, message_frame
 from rig.errors import ProtocolError
 from tests.fakes.harness import run_rollouts, speech_plan, tone_plan
 from tests.fakes.pipecat_server import FakePipecatServer
+from tests.support.wait import until
 
 HERE = os.path.dirname(os.path.dirname(__file__))  # tests/
 
@@ -142,13 +142,14 @@ async def test_real_pipecat_bot_latency_follows_its_vad_stop_secs(tmp_path, pipe
         stderr=open(tmp_path / "bot.log", "w"),  # noqa: SIM115, ASYNC230
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # Silero + pipecat import take a few seconds
+
+        def listening() -> bool:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)  # noqa: ASYNC251 - nothing else runs on the loop yet
-        else:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        try:  # Silero + pipecat import take a few seconds
+            await until(listening, timeout_s=60, every_s=0.2, what="the pipecat bot to listen")
+        except AssertionError:
             pytest.fail("pipecat bot did not start: " + (tmp_path / "bot.log").read_text()[-2000:])
         rs = await run_rollouts(
             str(tmp_path),

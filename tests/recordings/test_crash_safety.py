@@ -13,6 +13,7 @@ import soundfile as sf
 
 from rig.recordings.wav import read_wav
 from tests.support.simproc import start_sim, stop_sim
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.realtime
 
@@ -41,7 +42,13 @@ def test_sigkill_mid_stream_keeps_everything_up_to_the_last_second(tmp_path) -> 
         )
         assert run.stderr is not None
         assert "start" in run.stderr.readline()
-        time.sleep(4.0)  # mid-stream: the turn is sent, the reply is playing
+        chunks_file = out / "k" / "rollouts" / "turn_what" / "chunks.jsonl"
+
+        def reply_playing() -> bool:  # mid-stream: the turn is sent, the reply is playing
+            rows = chunks_file.read_text() if chunks_file.exists() else ""
+            return rows.count('"dir":"down"') >= 25
+
+        wait_for(reply_playing, timeout_s=30, every_s=0.05, what="the reply to be playing")
         t_kill = time.monotonic_ns()
         run.send_signal(signal.SIGKILL)
         run.wait(10)

@@ -6,18 +6,17 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from rig.clock import MonotonicClock
 from rig.errors import ConfigError, ProtocolError
-from rig.telemetry import EventBus, events
+from rig.telemetry import EventBus, Subscription, TelemetryEvent, events
 from rig.telemetry.deviceclock import DeviceClockProbe, SimulatedDevice, sample_offset_rtt_ns
 from rig.telemetry.mqtt import (
     ChunkCoalescer,
@@ -29,6 +28,8 @@ from rig.telemetry.mqtt import (
     parse_mqtt_url,
     topic,
 )
+from tests.support.broker import Broker, needs_broker
+from tests.support.wait import until
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -98,59 +99,6 @@ def _take(it: Iterator[float], n: int) -> list[float]:
 
 # -- real broker -------------------------------------------------------------------------------
 
-MOSQUITTO = shutil.which("mosquitto") or (
-    "/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None
-)
-needs_broker = pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto binary not installed")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Broker:
-    """A private mosquitto on 127.0.0.1 that the test can kill and restart on the same port."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = _free_port()
-        self.conf = tmp / "mosquitto.conf"
-        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        assert MOSQUITTO is not None
-        self.proc = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
-                return
-            time.sleep(0.02)
-        raise RuntimeError("mosquitto did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.proc = None
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
 
 async def _collector(url: str, bus: EventBus) -> AsyncIterator[MqttSubscriber]:
     sub = MqttSubscriber(bus, parse_mqtt_url(url, env={}), retry_initial_s=0.05, retry_max_s=0.2)
@@ -189,11 +137,51 @@ async def tmux(*args: str) -> str:
 
 async def wait_file(path: Path, timeout_s: float = 10.0) -> str | None:
     """The file's text once it exists, or None after `timeout_s`."""
-    for _ in range(int(timeout_s * 10)):
-        if await asyncio.to_thread(path.exists):
-            return await asyncio.to_thread(path.read_text)
-        await asyncio.sleep(0.1)
-    return None
+    try:
+        await until(path.exists, timeout_s=timeout_s, every_s=0.1, what=str(path))
+    except AssertionError:
+        return None
+    return await asyncio.to_thread(path.read_text)
+
+
+async def screen_with(session: str, text: str, timeout_s: float = 10.0) -> str:
+    """The tmux session's screen once `text` shows on it."""
+
+    async def shown() -> str:
+        screen = await tmux("capture-pane", "-p", "-t", session)
+        return screen if text in screen else ""
+
+    try:
+        return await until(shown, timeout_s=timeout_s, every_s=0.1, what=repr(text))
+    except AssertionError:
+        screen = await tmux("capture-pane", "-p", "-t", session)
+        raise AssertionError(f"{text!r} never appeared:\n{screen}") from None
+
+
+async def collect_until(
+    sub: Subscription, done: Callable[[list[TelemetryEvent]], bool], what: str
+) -> list[TelemetryEvent]:
+    """Events from `sub` until `done` says all that is expected has arrived."""
+    got: list[TelemetryEvent] = []
+
+    def arrived() -> bool:
+        got.extend(sub.drain())
+        return done(got)
+
+    await until(arrived, timeout_s=5, what=what)
+    return got
+
+
+def _has(events: list[TelemetryEvent], rid: str, mark: int | str) -> bool:
+    """A chunk batch of rollout `rid` ending at seq `mark` (int), or its status `mark`."""
+    if isinstance(mark, int):
+        return any(
+            e.kind == "chunk_batch" and e.rollout_id == rid and e.data["seq_last"] == mark
+            for e in events
+        )
+    return any(
+        e.kind == "status" and e.rollout_id == rid and e.data["state"] == mark for e in events
+    )
 
 
 def _lifecycle(bus: EventBus, rid: str, state: str, **kw: str) -> None:
@@ -246,8 +234,11 @@ async def test_run_published_and_watched_from_a_second_process(broker: Broker) -
                     _lifecycle(bus, rid, "draining")
                     _lifecycle(bus, rid, "done", status="ok")
             assert pub.dropped == 0 and pub.stats.sent > 0
-            await asyncio.sleep(0.3)
-            got = check.drain()
+            got = await collect_until(
+                check,
+                lambda g: all(_has(g, r, "done") and _has(g, r, 39) for r in ("a", "b")),
+                "every event back from the broker",
+            )
         out_b, err_b = await asyncio.wait_for(watcher.communicate(), 20)
         out, err = out_b.decode(), err_b.decode()
     finally:
@@ -293,9 +284,9 @@ async def test_broker_outage_does_not_block_the_bus_and_the_bridge_resumes(
         async with pub:
             _lifecycle(bus, "a", "running")
             await _pace(bus, "a", 25)  # 0.5 s connected
-            await asyncio.sleep(0.2)
-            before = [e for e in check.drain() if e.kind == "chunk_batch"]
-            assert before and before[-1].data["seq_last"] == 24
+            got = await collect_until(check, lambda g: _has(g, "a", 24), "chunks 0-24")
+            before = [e for e in got if e.kind == "chunk_batch"]
+            assert before[-1].data["seq_last"] == 24
             broker.stop()
             published = bus.published
             await _pace(bus, "a", 50, seq0=25)  # 1 s of chunks with the broker gone
@@ -306,8 +297,9 @@ async def test_broker_outage_does_not_block_the_bus_and_the_bridge_resumes(
             _lifecycle(bus, "a", "done", status="ok")
         assert pub.stats.reconnects >= 1
         assert pub.dropped > 0  # what could not be sent was dropped and counted
-        await asyncio.sleep(0.3)
-        after = check.drain()
+        after = await collect_until(
+            check, lambda g: _has(g, "a", 149) and _has(g, "a", "done"), "the last chunk, done"
+        )
     batches = [e for e in after if e.kind == "chunk_batch"]
     assert batches and batches[-1].data["seq_last"] == 149  # resumed up to the last chunk
     assert [e.data["state"] for e in after if e.kind == "status"][-1] == "done"
@@ -329,7 +321,7 @@ async def test_device_clock_probe_round_trip(broker: Broker) -> None:
         async with DeviceClockProbe(config, "run1", "dev0", bus=bus) as probe:
             assert await probe.probe_many(10, interval_s=0.01) == 10
             sent = [await device.emit("button", n=i) for i in range(3)]
-            await asyncio.sleep(0.3)
+            await until(lambda: len(probe.events) == 3, timeout_s=5, what="3 device events")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -369,7 +361,7 @@ async def test_device_clock_step_after_an_ntp_sync_splits_the_fit(broker: Broker
                 for i in range(2):
                     dev_ts = await device.emit("button", n=i)
                     truth.append((dev_ts, dev_ts - device.offset_ns))
-            await asyncio.sleep(0.3)
+            await until(lambda: len(probe.events) == 4, timeout_s=5, what="4 device events")
             summary = probe.summary()
     finally:
         task.cancel()
@@ -397,12 +389,7 @@ async def test_watch_in_tmux_starts_updates_and_quits(broker: Broker, tmp_path: 
     await tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", cmd)
 
     async def wait_for(text: str, timeout_s: float = 10.0) -> str:
-        for _ in range(int(timeout_s * 10)):
-            screen = await tmux("capture-pane", "-p", "-t", session)
-            if text in screen:
-                return screen
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared:\n{screen}")
+        return await screen_with(session, text, timeout_s)
 
     bus = EventBus()
     try:
@@ -432,12 +419,7 @@ async def test_watch_in_tmux_exits_on_ctrl_c(broker: Broker, tmp_path: Path) -> 
     cmd = f"cd {REPO} && {sys.executable} -m rig watch --mqtt {broker.url}; echo $? > {done}"
     await tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", cmd)
     try:
-        for _ in range(100):
-            out = await tmux("capture-pane", "-p", "-t", session)
-            if "no rollouts" in out:
-                break
-            await asyncio.sleep(0.1)
-        assert "no rollouts" in out
+        await screen_with(session, "no rollouts")
         await tmux("send-keys", "-t", session, "C-c")
         code = await wait_file(done)
         out = await tmux("capture-pane", "-p", "-t", session)

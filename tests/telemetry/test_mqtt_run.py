@@ -13,15 +13,16 @@ import pytest
 
 from rig.telemetry.deviceclock import SimulatedDevice
 from rig.telemetry.mqtt import parse_mqtt_url
+from tests.support.broker import Broker, needs_broker
 from tests.support.simproc import start_sim, stop_sim
-from tests.telemetry.test_mqtt import Broker, broker, needs_broker  # noqa: F401 - fixture
+from tests.support.wait import until
 
 pytestmark = [pytest.mark.mqtt, pytest.mark.realtime]
 MS = 1_000_000
 
 
 @needs_broker
-async def test_run_publishes_and_fits_the_device_clock(broker: Broker, tmp_path: Path) -> None:  # noqa: F811
+async def test_run_publishes_and_fits_the_device_clock(broker: Broker, tmp_path: Path) -> None:
     sim, url = start_sim("--latency-ms", "200", "--endpoint-silence-ms", "300", "--reply-s", "1")
     config = parse_mqtt_url(broker.url, env={})
     offset_ns, drift_ppm = 250 * MS + 123_457, 400.0
@@ -41,7 +42,8 @@ async def test_run_publishes_and_fits_the_device_clock(broker: Broker, tmp_path:
     )  # fmt: skip
     emitted: list[int] = []
     try:
-        await asyncio.sleep(2.5)  # mid-run: the device reports something on its own clock
+        # mid-run (the run's probes reach the device): it reports something on its own clock
+        await until(lambda: device.answered >= 5, timeout_s=30, what="the run's clock probes")
         emitted.append(await device.emit("button", n=1))
         out, err = await asyncio.wait_for(run.communicate(), 60)
         w_out, w_err = await asyncio.wait_for(watch.communicate(), 30)

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from rig.errors import ConfigError, DeviceError
 from rig.recordings.wav import read_wav
 from rig.sim.truth import read_truth
 from rig.transports.device import DeviceTransport
+from tests.support.wait import wait_for
 
 RATE = 48_000
 WAV = os.path.join("rig", "data", "turn_what.wav")
@@ -217,16 +217,19 @@ def test_device_loss_ends_the_rollout_with_device_error(tmp_path: Path) -> None:
         env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "jackd.log", "w"),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while subprocess.run(
-            ["jack_lsp", "loopback:capture_1"], env=env, capture_output=True, timeout=5
-        ).returncode:
-            if time.monotonic() > deadline or jackd.poll() is not None:
+
+        def jack_up() -> bool:
+            ports = ["jack_lsp", "loopback:capture_1"]
+            if not subprocess.run(ports, env=env, capture_output=True, timeout=5).returncode:
+                return True
+            if jackd.poll() is not None:  # it gave up: say why
                 log = (tmp_path / "jackd.log").read_text()
                 if "Too many servers" in log:  # JACK's shm registry is full on this host
                     pytest.skip(f"cannot start a private JACK server: {log.strip()[-200:]}")
                 pytest.fail(f"private jackd did not start: {log[-500:]}")
-            time.sleep(0.2)
+            return False
+
+        wait_for(jack_up, timeout_s=10, every_s=0.2, what="the private jackd's loopback ports")
         proc = subprocess.Popen(
             [
                 sys.executable, "-m", "rig", "run", WAV, "--transport", "device",
@@ -237,12 +240,14 @@ def test_device_loss_ends_the_rollout_with_device_error(tmp_path: Path) -> None:
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         d = tmp_path / "out" / "run" / "rollouts" / "turn_what"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and proc.poll() is None:  # until audio is recorded
+
+        def recording() -> bool:  # until audio is recorded (or the run ended on its own)
             p = d / "chunks.jsonl"
-            if p.exists() and p.read_text().count('"dir":"down"') > 100:
-                break
-            time.sleep(0.1)
+            return proc.poll() is not None or (
+                p.exists() and p.read_text().count('"dir":"down"') > 100
+            )
+
+        wait_for(recording, timeout_s=20, every_s=0.1, what="the rollout to record audio")
         jackd.terminate()  # the device goes away (a clean exit keeps JACK's registry tidy)
         jackd.wait(10)
         try:

@@ -11,17 +11,17 @@ import pytest
 from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPacket
 
 from rig.analysis.webrtc import decompose
-from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
-from rig.core.plan import PlanBuilder
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.truth import read_truth
 from rig.sim.webrtc_server import WebRtcSimServer
-from rig.transports.webrtc import WebRtcTransport, get_signalling, target_host
+from rig.transports.webrtc import WebRtcTransport, get_signalling
 from rig.transports.webrtc.peer import gather_on, make_peer
 from rig.transports.webrtc.stats import NTP_UNIX_OFFSET_S, RtcpLedger, ntp_to_unix_ms
+from tests.support.webrtc import webrtc_plan as _plan
+from tests.support.webrtc import webrtc_rollout as _rollout
 
 RATE = 48_000
 
@@ -93,45 +93,6 @@ async def test_loopback_gathering_is_scoped_and_uses_no_stun() -> None:
 
 
 # --- end to end against the WebRTC reference system ----------------------------------------
-
-
-def _plan(speech_s: float = 0.8) -> Any:
-    return (
-        PlanBuilder(RATE)
-        .add_silence(0.4)
-        .add_turn(tone(300.0, speech_s, RATE, -12.0), "t0")
-        .add_silence(1.6)
-        .build()
-    )
-
-
-async def _rollout(
-    url: str, out: Path, signalling: str = "whip", plan: Any = None, **transport_kw: Any
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    def make(clock: Any, gate: asyncio.Semaphore) -> WebRtcTransport:
-        return WebRtcTransport(
-            get_signalling(signalling, url),
-            clock,
-            open_gate=gate,
-            target_host=target_host(url),
-            **transport_kw,
-        )
-
-    spec = RolloutSpec(
-        "r0",
-        plan if plan is not None else _plan(),
-        make,
-        {"url": url, "transport": "webrtc"},
-        {},
-        SessionConfig(drain_quiet_s=0.6, max_s=15.0),
-    )
-    runner = Runner(str(out), run_id="run", clock=MonotonicClock())
-    await runner.run([spec])
-    d = out / "run" / "rollouts" / "r0"
-    metrics = json.loads((d / "metrics.json").read_text())
-    chunks = [json.loads(x) for x in (d / "chunks.jsonl").read_text().splitlines() if x]
-    events = [json.loads(x) for x in (d / "events.jsonl").read_text().splitlines() if x]
-    return metrics, chunks, events
 
 
 @pytest.mark.realtime

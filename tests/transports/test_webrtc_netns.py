@@ -23,7 +23,8 @@ from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling
 from tests.support import netimpair
 from tests.support.netimpair import ImpairedLink
-from tests.transports.test_webrtc import _plan
+from tests.support.wait import wait_for
+from tests.support.webrtc import webrtc_plan as _plan
 
 pytestmark = [pytest.mark.netns, pytest.mark.realtime]
 
@@ -31,14 +32,14 @@ UP_MS, DOWN_MS, PORT = 20.0, 30.0, 8790
 
 
 def _wait_listening(host: str, port: int, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         try:
             with socket.create_connection((host, port), timeout=1.0):
-                return
+                return True
         except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"sim not listening on {host}:{port}")
+            return False
+
+    wait_for(listening, timeout_s=timeout_s, every_s=0.2, what=f"the sim on {host}:{port}")
 
 
 def one_way_down_ms(chunks: list[dict[str, Any]], wall_minus_mono_ns: int) -> float | None:

@@ -16,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,8 @@ import pytest
 from rig.analysis.webrtc import decompose
 from rig.core.plan import PlanBuilder
 from rig.scenarios import data_path
-from tests.transports.test_webrtc import _rollout
+from tests.support.wait import wait_for
+from tests.support.webrtc import webrtc_rollout as _rollout
 
 pytestmark = [pytest.mark.pipecat, pytest.mark.realtime]
 
@@ -140,16 +140,16 @@ def _free_port() -> int:
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"pipecat bot exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True
         except OSError:
-            time.sleep(0.2)
-    raise TimeoutError("pipecat bot did not start listening")
+            return False
+
+    wait_for(listening, timeout_s=timeout_s, every_s=0.2, what="the pipecat bot to listen")
 
 
 @pytest.fixture
