@@ -78,7 +78,7 @@ class SessionClock:
     up_t0_ns: tuple[int, ...]  # per probe (split fits only): send time ...
     up_delay_ns: tuple[int, ...]  # ... and uplink delay, map(t1) - t0
     down_delay_ns: tuple[int, ...]  # downlink audio/event delays, arrival - map(server)
-    #: where the peer clock stepped (rig/clock/steps.py), and then one clock per stretch
+    #: where the peer clock stepped (rig/clockfit/steps.py), and then one clock per stretch
     #: between steps as (local from, local to, clock); this record is the longest stretch's
     steps: tuple[ClockStep, ...] = ()
     segments: tuple[tuple[int, int, SessionClock], ...] = ()

@@ -14,9 +14,10 @@ half round trips together, plus what the drift estimate can be off by over that 
 are only claimed where that bound proves them; steps under about two round trips stay
 invisible (and inside the fits' error bars).
 
-Pure functions; the session's decomposition (rig/decompose.py) and the MQTT device clock
-split the probes at the steps and fit each stretch on its own; a stamped message near a step
-goes to the side whose map gives it a plausible (smallest non-negative) delay.
+Pure functions. `split_fit` is the one stepped fit: find the steps, fit each stretch between
+them on its own (the latency split, rig/analysis/latency.py, and the MQTT device clock,
+rig/telemetry/deviceclock.py, both use it); `segment_at` sends a stamped message near a
+step to the side whose map gives it a plausible (smallest non-negative) delay.
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ class DeviceClockProbe:
         return max(fits, key=lambda f: f[2].n_samples)[2]
 
     def fits(self) -> tuple[list[ClockStep], list[tuple[int, int, ClockMap | FitRefusal]]]:
-        """Steps the probes prove (rig/clock/steps.py) and one fit per local-time stretch."""
+        """Steps the probes prove (rig/clockfit/steps.py) and one fit per local-time stretch."""
         s = self.samples
         if not s:
             return [], [
