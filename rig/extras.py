@@ -107,7 +107,11 @@ class MissingExtra(ConfigError):
 
     def __init__(self, extra: str, what: str, module: str | None = None) -> None:
         missing = f" (no module named {module!r})" if module else ""
-        super().__init__(f"{what} needs the {extra!r} extra{missing}: {install_hint(extra)}")
+        needs = EXTRAS[extra].system_needs
+        super().__init__(
+            f"{what} needs the {extra!r} extra{missing}: {install_hint(extra)}"
+            + (f"; it needs {needs}" if needs else "")
+        )
         self.extra = extra
         self.what = what
         self.module = module
