@@ -1,37 +1,28 @@
-"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them."""
+"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them.
+
+Imported when the parser is built, so at module level only the standard library and
+rig.errors / rig.extras: the session, runner and transports are imported where used.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from rig.clock.base import Clock, MonotonicClock
-from rig.dashboard.live import Dashboard
-from rig.device.calibration import load_calibration
-from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
-from rig.dialects import get_dialect
 from rig.errors import ConfigError
-from rig.recordings.redact import redact_url
-from rig.recordings.writer import write_json_atomic
-from rig.runner import RolloutSpec, Runner
-from rig.scenarios import ScenarioItem
-from rig.session import SessionConfig
-from rig.telemetry.bus import EventBus
-from rig.telemetry.deviceclock import DeviceClockProbe
-from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
-from rig.telemetry.session_bridge import session_publisher
-from rig.transports.base import Transport
-from rig.transports.device import device_factory
-from rig.transports.websocket import WebSocketTransport
+from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
+
+if TYPE_CHECKING:
+    from rig.clock.base import Clock
+    from rig.runner import RolloutSpec, Runner
+    from rig.scenarios import ScenarioItem
+    from rig.session import SessionConfig
+    from rig.transports.base import Transport
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -85,9 +76,25 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
+    """Fail up front, in one line naming the extra, when an option needs one that is missing
+    (before any rollout starts or any file is written)."""
+    if transport in TRANSPORTS:
+        require(TRANSPORTS[transport], f"--transport {transport}")
+    if transport == "device":
+        backend = getattr(args, "backend", None) or "sounddevice"
+        require(BACKENDS[backend], f"--transport device --backend {backend}")
+    if transport == "ws" and dialect in DIALECTS:
+        require(DIALECTS[dialect], f"--dialect {dialect}")
+    if getattr(args, "mqtt", None):
+        require("mqtt", "--mqtt")
+
+
 def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
+    from rig.session import SessionConfig
+
     base = dict(
         frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
         drain_quiet_s=args.drain_quiet_s,
@@ -99,6 +106,9 @@ def session_config(
 
 
 def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+    from rig.dialects import get_dialect
+    from rig.transports.websocket import WebSocketTransport
+
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
             dialect,
@@ -138,6 +148,8 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
 
 
 def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
+    from rig.dialects import get_dialect
+
     if dialect in ("rig", "raw"):
         return requested or 16_000
     d = get_dialect(dialect, **(options or {}))
@@ -147,6 +159,8 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
+    import json
+
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, eq, value = pair.partition("=")
@@ -174,6 +188,10 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    from rig.dialects import get_dialect
+    from rig.recordings.redact import redact_url
+    from rig.runner import RolloutSpec
+
     for item in items:
         if item.meta.get("history") and transport != "ws":
             raise ConfigError(
@@ -223,6 +241,11 @@ def build_specs(
 
 def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
     """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    from rig.device.calibration import load_calibration
+    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+    from rig.runner import RolloutSpec
+    from rig.transports.device import device_factory
+
     if not args.output or not args.input:
         raise ConfigError("--transport device needs --output DEV and --input DEV")
     if args.concurrency > 1:
@@ -270,6 +293,16 @@ def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[s
 async def _run_specs(
     args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
 ) -> Runner:
+    from contextlib import AsyncExitStack
+
+    from rich.console import Console
+
+    from rig.clock.base import MonotonicClock
+    from rig.dashboard.live import Dashboard
+    from rig.runner import Runner
+    from rig.telemetry.bus import EventBus
+    from rig.telemetry.session_bridge import session_publisher
+
     clock = MonotonicClock()
     bus = EventBus()
     console = Console(stderr=True)
@@ -302,10 +335,14 @@ async def _run_specs(
             )
         device_probe = None
         if getattr(args, "mqtt", None):
+            from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
+
             await stack.enter_async_context(
                 MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
             )
             if getattr(args, "device_clock", None):
+                from rig.telemetry.deviceclock import DeviceClockProbe
+
                 device_probe = await stack.enter_async_context(
                     DeviceClockProbe(
                         parse_mqtt_url(args.mqtt), runner.run_id, args.device_clock, bus=bus
@@ -325,6 +362,8 @@ async def _run_specs(
                 probing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await probing
+                from rig.recordings.writer import write_json_atomic
+
                 await asyncio.to_thread(
                     write_json_atomic,
                     os.path.join(runner.run_dir, "device_clock.json"),

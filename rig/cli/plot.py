@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rig.analysis.rollout import load_rollout
-from rig.reporting.labels import rollout_labels, write_labels
-from rig.reporting.plot import activity_of, render_png
-
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -25,6 +21,13 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.extras import require
+
+    require("plot", "rig plot")
+    from rig.analysis.rollout import load_rollout
+    from rig.reporting.labels import rollout_labels, write_labels
+    from rig.reporting.plot import activity_of, render_png
+
     view = load_rollout(args.rollout_dir)
     user_speech, system_speech = activity_of(view)
     out = render_png(

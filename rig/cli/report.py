@@ -12,12 +12,7 @@ import json
 import os
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
 from rig.errors import ConfigError
-from rig.reporting.summary import load_rollouts, summary_table
 
 
 def add_parser(sub: Any) -> None:
@@ -35,6 +30,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.reporting.summary import load_rollouts, summary_table
+
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
     if not 0 < args.confidence < 1:
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     """Per rollout: how the server clock was fitted, and how well (what the split rests on)."""
+    from rich.table import Table
+
     t = Table(title="server clock fits", title_justify="left")
     for col in ("rollout", "method", "drift ppm", "offset ±ms", "RTT p50 ms", "note"):
         t.add_column(col, justify="left" if col in ("rollout", "method", "note") else "right")

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.common import (
     add_run_options,
     build_specs,
     parse_dialect_options,
+    require_extras,
     run_specs,
     uplink_rate,
 )
 from rig.errors import ConfigError
-from rig.reporting.summary import print_summary
-from rig.scenarios import resolve
+from rig.extras import BACKENDS
+
+if TYPE_CHECKING:
+    pass
 
 
 def add_parser(sub: Any) -> None:
@@ -39,7 +43,7 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("sound card (--transport device)")
     g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
     g.add_argument("--input", help="device the system is recorded from")
-    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
     g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
@@ -53,6 +57,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.reporting.summary import print_summary
+    from rig.scenarios import resolve
+
+    require_extras(args, args.transport, args.dialect)
     if args.transport == "device":
         rate = args.sample_rate or 48_000
     else:
@@ -82,4 +90,5 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
-    return 0 if all(m.get("status") == "ok" for m in rollouts) else 3
+    ok = all(m.get("status") == "ok" for m in rollouts)
+    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rig import __version__
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.core.units import NS_PER_MS
@@ -90,7 +91,7 @@ class PipecatDialect(Dialect):
     def open_messages(self) -> list[Message]:
         if not self.rtvi:
             return []
-        about = {"library": "rig", "library_version": "0.1.0"}
+        about = {"library": "rig", "library_version": __version__}
         return [self._rtvi("client-ready", {"version": RTVI_VERSION, "about": about})]
 
     @property

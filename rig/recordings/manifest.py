@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rig import __version__
+from rig.clock.timer import wakeup_method
 from rig.recordings.redact import redact_url
 
 SECRET_KEY = re.compile(r"(key|token|secret|passw|auth|credential|bearer|cookie)", re.I)
@@ -138,4 +139,5 @@ def build_manifest(
         "status": "running",
         "status_counts": {},
         "clock": "CLOCK_MONOTONIC (time.monotonic_ns), integer ns",
+        "timer": wakeup_method(),
     }
