@@ -193,3 +193,20 @@ def test_only_the_clock_package_reads_the_system_clock() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "time":
                 bad += [f"{mod}:{node.lineno} from time import {a.name}" for a in node.names]
     assert bad == [], "\n".join(bad)
+
+
+#: names defined in exactly one module (everyone else imports them from there)
+ONE_HOME = {"NS_PER_S": "rig.core.units", "NS_PER_MS": "rig.core.units", "Pcm16": "rig.audio.pcm"}
+
+
+def test_units_and_pcm16_are_defined_once() -> None:
+    homes: dict[str, list[str]] = {name: [] for name in ONE_HOME}
+    for mod, path in sorted(_modules().items()):
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id in homes:
+                    homes[t.id].append(mod)
+    assert homes == {name: [home] for name, home in ONE_HOME.items()}
