@@ -32,6 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from rig.metrics import lateness_summary
 from rig.recordings.manifest import redact
 from rig.recordings.writer import write_json_atomic
+from rig.safejson import JsonInputError, parse
 from rig.transports.websocket import StampedConnection, redact_url
 
 #: handshake headers passed from the client to the upstream system (never logged)
@@ -71,10 +72,10 @@ def message_meta(message: str | bytes) -> dict[str, Any]:
     if isinstance(message, bytes):
         return {"kind": "binary", "bytes": len(message)}
     meta: dict[str, Any] = {"kind": "text", "bytes": len(message.encode("utf-8"))}
-    with contextlib.suppress(ValueError, AttributeError):
-        obj = json.loads(message)
+    with contextlib.suppress(JsonInputError):
+        obj = parse(message)
         if isinstance(obj, dict) and isinstance(obj.get("type"), str):
-            meta["type"] = obj["type"]
+            meta["type"] = obj["type"][:200]
     return meta
 
 

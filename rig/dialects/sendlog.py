@@ -10,6 +10,7 @@ the shared clock without trusting any server clock.
 from __future__ import annotations
 
 import bisect
+import math
 
 from rig.clock.base import NS_PER_S
 
@@ -28,6 +29,8 @@ class SendLog:
 
     def time_of_ms(self, audio_ms: float) -> int | None:
         """Shared-clock time the sample at `audio_ms` into the stream was sent (None if unsent)."""
+        if not math.isfinite(audio_ms):
+            return None
         sample = round(audio_ms * self.sample_rate / 1000)
         if not self._starts or sample < 0 or sample > self.samples:
             return None

@@ -13,6 +13,7 @@ high-water mark and any time above `warn_backlog` are reported as events and in 
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import threading
@@ -31,7 +32,40 @@ _STOP = object()
 
 
 def _json_line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+    """One strict JSON line. A row holding a non-finite number (or anything else strict JSON
+    cannot carry) is still written: the bad values become null and `invalid` names them, so
+    a row is never lost (decoders refuse such numbers; this is the last line of defence)."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+    except (ValueError, TypeError, RecursionError):
+        invalid: dict[str, str] = {}
+        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
+        clean["invalid"] = invalid
+        return json.dumps(clean, separators=(",", ":"), allow_nan=False, default=str) + "\n"
+
+
+def _clean(value: Any, path: str, invalid: dict[str, str], depth: int = 0) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        invalid[path] = f"not a finite number ({value!r})"
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
+        invalid[path] = "integer too large to write"
+        return None
+    if isinstance(value, dict | list | tuple):
+        if depth >= 32:
+            invalid[path] = "nested too deeply to write"
+            return None
+        if isinstance(value, dict):
+            return {str(k): _clean(v, f"{path}.{k}", invalid, depth + 1) for k, v in value.items()}
+        return [_clean(v, f"{path}[{i}]", invalid, depth + 1) for i, v in enumerate(value)]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist(), path, invalid, depth)
+    invalid[path] = f"not JSON data ({type(value).__name__})"
+    return repr(value)[:200]
 
 
 def _default(o: Any) -> Any:

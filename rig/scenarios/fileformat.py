@@ -22,7 +22,6 @@ The item's rules and steps (as data) go into its meta, so the manifest records t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rig import safejson
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
@@ -43,6 +43,7 @@ from rig.scenarios import ScenarioItem
 ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")
 INJECT_ROLES = ("interruption", "backchannel")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_FILE_BYTES = 16 << 20
 
 SUITE_KEYS = {"name", "description"}
 DEFAULT_KEYS = {"pad_before_s", "pad_after_s", "max_s", "drain_quiet_s", "drain_max_s", "rules"}
@@ -143,11 +144,16 @@ def parse_file(path: str) -> dict[str, Any]:
         raise ScenarioError(path, f"cannot read: {exc.strerror}") from exc
     try:
         if path.lower().endswith(".json"):
-            doc = json.loads(raw.decode("utf-8"))
+            doc = safejson.parse(raw, max_bytes=MAX_FILE_BYTES)
         else:
+            if len(raw) > MAX_FILE_BYTES:
+                raise safejson.JsonInputError(f"{len(raw)} bytes (at most {MAX_FILE_BYTES})")
             doc = tomllib.loads(raw.decode("utf-8"))
+            safejson.check_depth(doc)
+    except RecursionError:
+        raise ScenarioError(path, "does not parse: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError is a ValueError
-        raise ScenarioError(path, f"does not parse: {exc}") from exc
+        raise ScenarioError(path, f"does not parse: {exc}") from None
     if not isinstance(doc, dict):
         raise ScenarioError(path, f"top level must be a table, got {_tname(doc)}")
     return doc

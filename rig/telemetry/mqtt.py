@@ -32,12 +32,14 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from rig.errors import ConfigError, ProtocolError
+from rig.safejson import object_remote
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
 
 PASSWORD_ENV = "RIG_MQTT_PASSWORD"
 MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
 SLICE = 256  # events handled between two yields to the loop
+MAX_PAYLOAD_BYTES = 1 << 20  # a telemetry payload is small; anything bigger is refused
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -167,12 +169,7 @@ def encode(ev: TelemetryEvent) -> bytes:
 
 def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
     """Parse one payload; ProtocolError for anything that is not a v1 telemetry event."""
-    try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"telemetry payload is not JSON: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError("telemetry payload is not an object", obj)
+    obj = object_remote(payload, "telemetry payload", max_bytes=MAX_PAYLOAD_BYTES)
     if obj.get("v") != SCHEMA_VERSION:
         raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
     try:
