@@ -10,6 +10,11 @@ writer thread has closed that rollout's files (a barrier op) and the timing anal
 (rig.analyze_rollout) has run in a separate process (one worker, started on first use, at
 low priority) so it never competes with the audio loop for the GIL. If the analysis fails,
 metrics.json is still written, with `timing: {"error": ...}` and `pass: null`.
+
+A rollout whose files could not be written (the writer's per-rollout error) ends
+`write_error` with the file and errno in `reason`; resume redoes it. When the error says the
+file system is full or read-only, the run stops starting rollouts (`manifest.status =
+"stopped"`, `stop_reason`), lets the running ones finish, and says why.
 """
 
 from __future__ import annotations
@@ -34,9 +39,15 @@ import rig.decompose  # noqa: F401 - imported now, not on the loop at the first 
 from rig import realtime
 from rig.analyze_rollout import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
+from rig.errors import DataFileError
 from rig.plan import UserPlan
 from rig.recordings.manifest import build_manifest, utc_now
-from rig.recordings.writer import RecordingWriter, write_json_atomic
+from rig.recordings.writer import (
+    DISK_FULL_ERRNOS,
+    RecordingWriter,
+    describe_os_error,
+    write_json_atomic,
+)
 from rig.session import Publish, Session, SessionConfig
 from rig.transports.base import Transport
 
@@ -105,6 +116,13 @@ class Runner:
         self.writer = writer or RecordingWriter()
         self.progress = progress or (lambda line: None)
         self.results: dict[str, dict[str, Any]] = {}
+        #: why the run stopped starting rollouts (a full disk), None while it goes on
+        self.stop_reason: str | None = None
+
+    def _stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.progress(f"run stopped: {reason}; no more rollouts are started")
 
     async def run(self, specs: Sequence[RolloutSpec]) -> dict[str, Any]:
         # the loop's thread gets real-time scheduling (if asked and permitted) for the whole run
@@ -112,7 +130,10 @@ class Runner:
             return await self._run(specs, sched)
 
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
-        os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
+        try:
+            os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
+        except OSError as exc:
+            raise DataFileError(self.run_dir, f"cannot create: {describe_os_error(exc)}") from exc
         random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, "manifest.json")
         previous: dict[str, Any] = {}
@@ -148,7 +169,10 @@ class Runner:
                 "machine frames can be late (see docs/pacing.md)"
             )
         manifest["status"] = "running"
-        write_json_atomic(manifest_path, manifest)
+        try:
+            write_json_atomic(manifest_path, manifest)
+        except OSError as exc:
+            raise DataFileError(manifest_path, describe_os_error(exc)) from exc
 
         self.writer.start()
         if self.analyze and todo_any(specs, self.run_dir):
@@ -173,6 +197,8 @@ class Runner:
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:
+                if self.stop_reason is not None:
+                    return  # not started: a resume runs it
                 now = self.clock.now_ns()
                 start = max(now, self._next_start_ns)
                 self._next_start_ns = start + self.start_interval_ns
@@ -190,23 +216,36 @@ class Runner:
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             await asyncio.to_thread(self.writer.close, 30)
             counts = Counter(r.get("status", "error") for r in self.results.values())
-            manifest["status"] = "done" if len(self.results) == len(specs) else "interrupted"
+            if len(self.results) == len(specs):
+                manifest["status"] = "done"
+            else:
+                manifest["status"] = "stopped" if self.stop_reason else "interrupted"
+            manifest["stop_reason"] = self.stop_reason
             manifest["status_counts"] = dict(counts)
             manifest["ended_utc"] = utc_now()
             manifest["ended_ns"] = self.clock.now_ns()
             manifest["writer"] = {
                 "backlog_high_water": self.writer.high_water,
                 "errors": self.writer.errors[:20],
+                "dropped_after_error": self.writer.dropped_after_error,
             }
-            write_json_atomic(manifest_path, manifest)
-        return {"run_dir": self.run_dir, "results": self.results, "status_counts": dict(counts)}
+            try:
+                await asyncio.to_thread(write_json_atomic, manifest_path, manifest)
+            except OSError as exc:
+                self.progress(f"manifest.json not updated: {describe_os_error(exc)}")
+        return {
+            "run_dir": self.run_dir,
+            "results": self.results,
+            "status_counts": dict(counts),
+            "stop_reason": self.stop_reason,
+        }
 
     async def _run_one(self, spec: RolloutSpec, open_gate: asyncio.Semaphore) -> dict[str, Any]:
         d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
-        await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
         publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
+            await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
             session = Session(
@@ -225,15 +264,17 @@ class Runner:
             metrics = await self._finish_metrics(d, spec, metrics, session.observations)
             session.publish_results(metrics)
         except Exception as exc:  # noqa: BLE001 - one rollout failing never takes down the others
+            is_disk = isinstance(exc, OSError)
             metrics = {
-                "status": "error",
-                "reason": f"{type(exc).__name__}: {exc}",
+                "status": "write_error" if is_disk else "error",
+                "reason": describe_os_error(exc) if is_disk else f"{type(exc).__name__}: {exc}",
                 "rollout_id": spec.rollout_id,
                 **spec.meta,
                 "responses": [],
             }
-            os.makedirs(d, exist_ok=True)
-            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+                self._stop(f"the disk is full: {metrics['reason']}")
+            metrics = await self._write_metrics(d, metrics)
         lat = [
             r["latency_ms"] for r in metrics.get("responses", []) if r.get("latency_ms") is not None
         ]
@@ -266,7 +307,24 @@ class Runner:
         self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
             await asyncio.wait_for(written, self.analysis_timeout_s)
-            if self.analyze:
+            write_error = self.writer.rollout_error(d)
+            if write_error is not None:
+                # the files are incomplete: no analysis of them, the rollout is redone on resume
+                metrics = {
+                    **metrics,
+                    "status": "write_error",
+                    "reason": f"recording failed: {write_error}",
+                    "session_status": metrics.get("status"),
+                    "session_reason": metrics.get("reason"),
+                }
+                if self.writer.disk_full(d):
+                    self._stop(f"the disk is full: {write_error}")
+                from rig.decompose import apply_decomposition
+
+                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+                metrics = {**metrics, "timing": {"error": "not analysed: files incomplete"}}
+                metrics["pass"] = None
+            elif self.analyze:
                 metrics = await asyncio.wait_for(
                     loop.run_in_executor(
                         self._analysis_pool(),
@@ -300,7 +358,23 @@ class Runner:
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},
                 "pass": None,
             }
-        await asyncio.to_thread(write_json_atomic, os.path.join(d, "metrics.json"), metrics)
+        return await self._write_metrics(d, metrics)
+
+    async def _write_metrics(self, d: str, metrics: dict[str, Any]) -> dict[str, Any]:
+        """metrics.json, off the loop. If it cannot be written the rollout is a write_error
+        (in the run's results and manifest; no file, so a resume redoes it)."""
+
+        def write() -> None:
+            os.makedirs(d, exist_ok=True)
+            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
+
+        try:
+            await asyncio.to_thread(write)
+        except OSError as exc:
+            text = describe_os_error(exc)
+            if exc.errno in DISK_FULL_ERRNOS:
+                self._stop(f"the disk is full: {text}")
+            return {**metrics, "status": "write_error", "reason": f"metrics.json: {text}"}
         return metrics
 
     def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:

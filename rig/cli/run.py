@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from rig.cli.common import (
@@ -135,4 +136,11 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
+    if runner.stop_reason:
+        print(
+            f"rig run: stopped early: {runner.stop_reason}; free space and run again with "
+            f"--run-id {runner.run_id} to resume",
+            file=sys.stderr,
+        )
+        return 3
     return 0 if all(m.get("status") == "ok" for m in rollouts) else 3

@@ -9,6 +9,7 @@ nothing appended is lost.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from typing import BinaryIO
@@ -70,6 +71,12 @@ class WavAppender:
         self._f.seek(0, os.SEEK_END)
         self._f.flush()
         self._dirty = False
+
+    def abandon(self) -> None:
+        """Close after a write error: no more writes (the header counts what was flushed)."""
+        if not self._f.closed:
+            with contextlib.suppress(OSError):
+                self._f.close()
 
     def close(self) -> None:
         if not self._f.closed:
