@@ -380,7 +380,10 @@ class Runner:
     def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -417,9 +420,13 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _lower_priority() -> None:
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in the analysis worker: low priority, and die with the parent."""
     with contextlib.suppress(OSError):
         os.nice(10)
+    from rig.childproc import die_with_parent
+
+    die_with_parent(parent_pid)
 
 
 def _unique_targets(specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:
