@@ -48,6 +48,7 @@ from rig.recordings.writer import (
     describe_os_error,
     write_json_atomic,
 )
+from rig.redact import redact_text
 from rig.session import Publish, Session, SessionConfig
 from rig.transports.base import Transport
 
@@ -363,6 +364,10 @@ class Runner:
     async def _write_metrics(self, d: str, metrics: dict[str, Any]) -> dict[str, Any]:
         """metrics.json, off the loop. If it cannot be written the rollout is a write_error
         (in the run's results and manifest; no file, so a resume redoes it)."""
+
+        for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
+            if isinstance(metrics.get(key), str):
+                metrics = {**metrics, key: redact_text(metrics[key])}
 
         def write() -> None:
             os.makedirs(d, exist_ok=True)

@@ -34,6 +34,7 @@ import numpy as np
 from rig.audio.pcm import Pcm16
 from rig.recordings.wav import WavAppender
 from rig.records import ChunkRecord, EventRecord
+from rig.redact import redact_urls
 
 _STOP = object()
 
@@ -258,8 +259,8 @@ class RecordingWriter:
             return None
         if op == "chunk":
             files.chunk_lines.append(_json_line(item[2].to_json()))
-        elif op == "event":
-            files.event_lines.append(_json_line(item[2].to_json()))
+        elif op == "event":  # events carry free text (reasons, server messages): no URL secrets
+            files.event_lines.append(_json_line(redact_urls(item[2].to_json())))
         elif op == "user":
             files.user.append(item[2])
         elif op == "system":

@@ -29,9 +29,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from rig.errors import ConfigError, ProtocolError
+from rig.redact import redact_text
 from rig.safejson import object_remote
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
@@ -140,22 +141,10 @@ def subscription_filter(run_id: str | None = None) -> str:
     return f"rig/{topic_part(run_id) if run_id else '+'}/+/+"
 
 
-def redact_url(text: str) -> str:
-    """Drop userinfo (user:password@) from anything that parses as a URL with a host."""
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    if not parts.scheme or not parts.hostname or "@" not in parts.netloc:
-        return text
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 def encode(ev: TelemetryEvent) -> bytes:
     data = ev.data
-    if ev.kind == "status" and isinstance(data.get("target"), str):
-        data = {**data, "target": redact_url(data["target"])}
+    if ev.kind == "status":  # the only kind with free text: target URL, reason
+        data = {k: redact_text(v) if isinstance(v, str) else v for k, v in data.items()}
     payload = {
         "v": SCHEMA_VERSION,
         "kind": ev.kind,

@@ -13,15 +13,22 @@ import collections
 import time
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
+from websockets.datastructures import Headers
+from websockets.exceptions import (
+    ConnectionClosed,
+    ConnectionClosedOK,
+    InvalidHandshake,
+    InvalidURI,
+)
 from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
 from rig.clock.base import NS_PER_S, Clock
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
+from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import DownEvent, Incoming, Pcm16
 
 
@@ -54,14 +61,23 @@ class StampedConnection(ArrivalStamps, ClientConnection):
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
-def redact_url(url: str) -> str:
-    """The URL without credentials or query string (tokens often travel there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    query = "<redacted>" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+class SafeConnect(connect):
+    """websockets' `connect`, but a redirect to another origin (scheme, host or port) drops
+    every credential header (rig.redact.is_credential_header), not only the ones websockets
+    knows (Authorization, Cookie): API-key headers such as `x-goog-api-key` included."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        old = self.ws_uri
+        result = super().process_redirect(exc)
+        if isinstance(result, str) and self.additional_headers is not None:
+            new = parse_uri(result)
+            if (old.secure, old.host, old.port) != (new.secure, new.host, new.port):
+                self.additional_headers = Headers(
+                    (k, v)
+                    for k, v in Headers(self.additional_headers).raw_items()
+                    if not is_credential_header(k)
+                )
+        return result
 
 
 class WebSocketTransport:
@@ -113,6 +129,14 @@ class WebSocketTransport:
                 else:
                     await self._connect()
                 break
+            except InvalidURI as exc:  # the URL itself: retrying cannot help
+                raise TransportError(
+                    f"invalid URI {redact_url(self.url)}: {redact_text(exc.msg)}"
+                ) from None
+            except ValueError as exc:  # e.g. a redirect websockets will not follow
+                raise TransportError(
+                    f"cannot connect to {redact_url(self.url)}: {redact_text(str(exc))}"
+                ) from None
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 last_exc = exc
                 if attempt < self.retries:
@@ -120,13 +144,13 @@ class WebSocketTransport:
         else:
             raise TransportError(
                 f"could not connect to {redact_url(self.url)} after {self.retries + 1} attempts: "
-                f"{type(last_exc).__name__}: {last_exc}"
+                f"{type(last_exc).__name__}: {redact_text(str(last_exc))}"
             )
         await self._handshake()
 
     async def _connect(self) -> None:
         self._ws = await asyncio.wait_for(
-            connect(  # type: ignore[arg-type]
+            SafeConnect(  # type: ignore[arg-type]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
                 create_connection=StampedConnection,
@@ -152,7 +176,9 @@ class WebSocketTransport:
             except TimeoutError:
                 continue
             except ConnectionClosed as exc:
-                raise TransportError(f"closed during handshake: {exc}", code=_code(exc)) from exc
+                raise TransportError(
+                    f"closed during handshake: {redact_text(str(exc))}", code=_code(exc)
+                ) from exc
             t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
             self._pending.extend(self.dialect.decode(message, t_ns))
             await self._flush_outgoing(ws)
@@ -167,7 +193,9 @@ class WebSocketTransport:
             for msg in take():
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while answering: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while answering: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     def _require(self) -> StampedConnection:
         if self._ws is None:
@@ -181,7 +209,9 @@ class WebSocketTransport:
             for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
         return t_ns
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
@@ -190,7 +220,9 @@ class WebSocketTransport:
             for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending {kind}: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
         """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
@@ -215,7 +247,9 @@ class WebSocketTransport:
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
             except ConnectionClosed as exc:
-                raise TransportError(f"connection lost mid-stream: {exc}", code=_code(exc)) from exc
+                raise TransportError(
+                    f"connection lost mid-stream: {redact_text(str(exc))}", code=_code(exc)
+                ) from exc
             t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
             try:
                 items = self.dialect.decode(message, t_ns)
@@ -250,4 +284,4 @@ def _code(exc: ConnectionClosed) -> int | None:
     return rcvd.code if rcvd is not None else None
 
 
-__all__ = ["NS_PER_S", "WebSocketTransport", "redact_url"]
+__all__ = ["NS_PER_S", "SafeConnect", "WebSocketTransport", "redact_url"]
