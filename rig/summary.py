@@ -1,4 +1,7 @@
-"""The plain summary of a run: per rollout status, response latencies, send lateness, stalls."""
+"""The plain summary of a run: per rollout status, response latencies, send lateness, stalls.
+
+Ids, statuses and reasons come from files and peers: they reach rich as `Text`, never as
+markup (a server error `[/]` must print as `[/]`, not crash the table)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def load_rollouts(run_dir: str) -> list[dict[str, Any]]:
@@ -50,12 +54,12 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
         def f(x: Any) -> str:
             return "—" if x is None else f"{x:.3f}"
 
-        status = m.get("status", "?")
+        status = str(m.get("status", "?"))
         if m.get("reason") and status != "ok":
-            status += f" ({m['reason'][:60]})"
+            status += f" ({str(m['reason'])[:60]})"
         t.add_row(
-            str(m.get("rollout_id")),
-            status,
+            Text(str(m.get("rollout_id"))),
+            Text(str(status)),
             lat_s,
             f(late.get("p50")),
             f(late.get("p99")),

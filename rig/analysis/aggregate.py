@@ -261,9 +261,11 @@ def _fmt(x: Any, nd: int = 0) -> str:
 def render_table(report: dict[str, Any]) -> Any:
     """A rich Table: one row per scenario, then its items indented."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(
-        title=f"run {report['run_id']}: {report['n_rollouts']} rollouts", title_justify="left"
+        title=Text(f"run {report['run_id']}: {report['n_rollouts']} rollouts"),
+        title_justify="left",
     )
     for col, just in (
         ("scenario / item", "left"),
@@ -285,7 +287,10 @@ def render_table(report: dict[str, Any]) -> Any:
     return t
 
 
-def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
+def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
+    """Cells of one group; names and statuses come from metrics files: plain `Text`."""
+    from rich.text import Text
+
     lat = g["latency_ms"]
     ci = (
         f"{_fmt(lat.get('ci_low'))}–{_fmt(lat.get('ci_high'))}"
@@ -295,7 +300,15 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
     status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
-    return [name, str(g["n"]), status, _fmt(lat.get("median")), _fmt(lat.get("iqr")), ci, passed]
+    return [
+        Text(name),
+        str(g["n"]),
+        Text(status),
+        _fmt(lat.get("median")),
+        _fmt(lat.get("iqr")),
+        ci,
+        passed,
+    ]
 
 
 def render_decomposition(report: dict[str, Any]) -> Any:
@@ -303,6 +316,7 @@ def render_decomposition(report: dict[str, Any]) -> Any:
 
     None when no response of the run has a split (no clock fit could support one)."""
     from rich.table import Table
+    from rich.text import Text
 
     groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
         (f"  {it['item']}", it)
@@ -325,7 +339,7 @@ def render_decomposition(report: dict[str, Any]) -> Any:
             spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
             err = _fmt(v.get("err_ms_median"), 1)
             cells.append(f"{_fmt(v.get('median'), 1)} {spread} ±{err}  (n={v.get('n')})")
-        t.add_row(name, *cells)
+        t.add_row(Text(name), *cells)
     return t
 
 
@@ -339,5 +353,5 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     if decomposition is not None:
         console.print(decomposition)
     for p in report["problems"]:
-        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(decomposition)
         console.print(clock_fit_table(rollouts))
     for p in report["problems"]:
-        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     if args.csv:
         console.print(f"CSV: {args.csv}")
     return 0
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     """Per rollout: how the server clock was fitted, and how well (what the split rests on)."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="server clock fits", title_justify="left")
     for col in ("rollout", "method", "drift ppm", "offset ±ms", "RTT p50 ms", "note"):
@@ -72,7 +73,7 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     for m in rollouts:
         fit = m.get("clock_fit")
         if not isinstance(fit, dict):
-            t.add_row(str(m.get("rollout_id")), "-", "-", "-", "-", "no clock fit")
+            t.add_row(Text(str(m.get("rollout_id"))), "-", "-", "-", "-", "no clock fit")
             continue
         rtt: dict[str, Any] = fit["rtt"] if isinstance(fit.get("rtt"), dict) else {}
 
@@ -82,13 +83,14 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
         drift = f(fit.get("drift_ppm"))
         if isinstance(fit.get("drift_err_ppm"), int | float):
             drift += f" ±{f(fit.get('drift_err_ppm'))}"
+        note = (_steps_note(fit), fit.get("reason") or fit.get("error"))
         t.add_row(
-            str(m.get("rollout_id")),
-            str(fit.get("method", "-")),
+            Text(str(m.get("rollout_id"))),
+            Text(str(fit.get("method", "-"))),
             drift,
             f(fit.get("offset_err_ms"), 2),
             f(rtt.get("rtt_p50_ms"), 2),
-            "; ".join(x for x in (_steps_note(fit), fit.get("reason") or fit.get("error")) if x),
+            Text("; ".join(str(x) for x in note if x)),
         )
     return t
 

@@ -162,7 +162,9 @@ class Dashboard:
         if self._sub is not None:
             self.step()
             if self.headless:
-                self.console.print(summary_line(self._snapshot, self._t0_ns), highlight=False)
+                self.console.print(
+                    summary_line(self._snapshot, self._t0_ns), highlight=False, markup=False
+                )
             self._sub.close()
         if self._live is not None:
             self._live.stop()  # prints the final frame
@@ -230,7 +232,7 @@ class Dashboard:
         if self.headless and snap.t_ns >= self._next_summary_ns:
             self._next_summary_ns = snap.t_ns + self.summary_every_ns
             if snap.rollouts:
-                self.console.print(summary_line(snap, self._t0_ns), highlight=False)
+                self.console.print(summary_line(snap, self._t0_ns), highlight=False, markup=False)
         return snap
 
     def _renderable(self) -> RenderableType:
