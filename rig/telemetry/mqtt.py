@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import ssl
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -34,6 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from rig.errors import ConfigError, ProtocolError
 from rig.redact import redact_text
 from rig.safejson import object_remote
+from rig.telemetry import validate
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
 
@@ -157,23 +159,19 @@ def encode(ev: TelemetryEvent) -> bytes:
 
 
 def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
-    """Parse one payload; ProtocolError for anything that is not a v1 telemetry event."""
+    """Parse one payload; ProtocolError for anything that is not a v1 telemetry event whose
+    fields have the types the rig publishes (rig.telemetry.validate)."""
     obj = object_remote(payload, "telemetry payload", max_bytes=MAX_PAYLOAD_BYTES)
     if obj.get("v") != SCHEMA_VERSION:
         raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
-    try:
-        data = obj.get("data") or {}
-        if not isinstance(data, dict):
-            raise TypeError("data is not an object")
-        return TelemetryEvent(
-            kind=str(obj["kind"]),
-            run_id=str(obj["run"]),
-            rollout_id=str(obj["rollout"]),
-            t_ns=int(obj["t_ns"]),
-            data=data,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"malformed telemetry payload: {exc}", obj) from exc
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        raise ProtocolError("malformed telemetry payload: data is not an object")
+    kind, run_id, rollout_id, t_ns = validate.check_header(
+        obj.get("kind"), obj.get("run"), obj.get("rollout"), obj.get("t_ns")
+    )
+    validate.check(kind, data)
+    return TelemetryEvent(kind=kind, run_id=run_id, rollout_id=rollout_id, t_ns=t_ns, data=data)
 
 
 # -- coalescing (pure) ---------------------------------------------------------------------------
@@ -425,7 +423,8 @@ class MqttPublisher:
 @dataclass(slots=True)
 class SubscriberStats:
     received: int = 0
-    malformed: int = 0
+    malformed: int = 0  # dropped: not a valid v1 telemetry event (see last_malformed)
+    last_malformed: str | None = None
     connects: int = 0
     connected: bool = False
     last_error: str | None = None
@@ -442,10 +441,14 @@ class MqttSubscriber:
         run_id: str | None = None,
         retry_initial_s: float = 0.2,
         retry_max_s: float = 5.0,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
         self.stats = SubscriberStats()
+        #: where "dropped N malformed messages" warnings go (1st, 10th, 100th...: counted,
+        #: never a flood); default: the `rig.telemetry` logger
+        self._warn = warn or logging.getLogger("rig.telemetry").warning
         self.connected = asyncio.Event()
         self._bus = bus
         self._retry = (retry_initial_s, retry_max_s)
@@ -473,10 +476,24 @@ class MqttSubscriber:
             await asyncio.sleep(next(delays))
 
     def _handle(self, payload: Any) -> None:
+        """One broker message: checked, then published; a bad one is dropped and counted."""
         try:
             ev = decode(payload)
-        except ProtocolError:
+        except Exception as exc:  # noqa: BLE001 - any publisher on the broker: never fatal
             self.stats.malformed += 1
+            reason = exc.reason if isinstance(exc, ProtocolError) else f"{type(exc).__name__}"
+            self.stats.last_malformed = reason[:200]
+            n = self.stats.malformed
+            if _power_of_ten(n):
+                self._warn(
+                    f"telemetry: dropped {n} malformed message(s) so far; last: {reason[:200]}"
+                )
             return
         self.stats.received += 1
         self._bus.publish(ev)
+
+
+def _power_of_ten(n: int) -> bool:
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1
