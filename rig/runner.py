@@ -39,8 +39,10 @@ import rig.decompose  # noqa: F401 - imported now, not on the loop at the first 
 from rig import realtime
 from rig.analyze_rollout import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
-from rig.errors import DataFileError
+from rig.errors import ConfigError, DataFileError
 from rig.plan import UserPlan
+from rig.recordings import resume
+from rig.recordings.attempts import attempt_name
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.writer import (
     DISK_FULL_ERRNOS,
@@ -95,7 +97,10 @@ class Runner:
         analysis_timeout_s: float = 120.0,
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
+        force_resume: bool = False,
     ) -> None:
+        #: resume into a run directory recorded with another configuration (recorded)
+        self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
         # loop a few ms) and their connects do not pile up into one long loop block
         self.start_interval_ns = round(max(0.0, start_interval_s) * 1e9)
@@ -139,7 +144,8 @@ class Runner:
         manifest_path = os.path.join(self.run_dir, "manifest.json")
         previous: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            previous = _read_json(manifest_path)  # before any rollout runs: may block
+            loaded = _read_json(manifest_path)  # before any rollout runs: may block
+            previous = loaded if isinstance(loaded, dict) else {}
         manifest = build_manifest(
             self.run_id,
             config={
@@ -158,11 +164,27 @@ class Runner:
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
         }
         if previous:
+            changed = resume.changes(previous, manifest)
+            if changed and not self.force_resume:
+                raise ConfigError(
+                    f"{self.run_dir} was recorded with a different configuration "
+                    f"({resume.describe(changed)}); resuming would mix two experiments. "
+                    "Use a new --run-id, or --force-resume to mix them on purpose (recorded)"
+                )
             manifest["resumed_from"] = {
                 "started_utc": previous.get("started_utc"),
                 "status": previous.get("status"),
                 "git_sha": previous.get("git_sha"),
+                "forced": bool(changed),
+                "changes": changed,
+                "previous": previous.get("resumed_from"),
             }
+            if changed:  # both experiments' targets stay on record
+                old = previous.get("targets")
+                old_targets = old if isinstance(old, list) else []
+                manifest["targets"] = old_targets + [
+                    t for t in manifest["targets"] if t not in old_targets
+                ]
         manifest["scheduling"] = sched
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
@@ -396,10 +418,11 @@ class Runner:
 def _move_aside(d: str) -> None:
     """A failed or partial earlier attempt: keep it beside as `<id>.failed-N`, redo."""
     if os.path.isdir(d):
+        parent, rid = os.path.split(d)
         attempt = 1
-        while os.path.exists(f"{d}.failed-{attempt}"):
+        while os.path.exists(os.path.join(parent, attempt_name(rid, attempt))):
             attempt += 1
-        shutil.move(d, f"{d}.failed-{attempt}")
+        shutil.move(d, os.path.join(parent, attempt_name(rid, attempt)))
 
 
 def _read_json(path: str) -> Any:

@@ -13,13 +13,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rig.recordings.attempts import count_retries, rollout_of_attempt
+
 
 def load_rollouts(run_dir: str) -> list[dict[str, Any]]:
     out = []
     base = os.path.join(run_dir, "rollouts")
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        if ".failed-" in name:
-            continue
+    names = sorted(os.listdir(base)) if os.path.isdir(base) else []
+    retries = count_retries(names)
+    for name in names:
+        if rollout_of_attempt(name) is not None:
+            continue  # an earlier attempt, moved aside: counted as a retry below
         path = os.path.join(base, name, "metrics.json")
         try:
             with open(path, encoding="utf-8") as f:
@@ -29,6 +33,8 @@ def load_rollouts(run_dir: str) -> list[dict[str, Any]]:
         except ValueError as exc:
             m = {"status": "unreadable", "reason": f"metrics.json: {exc}"}
         m.setdefault("rollout_id", name)
+        if retries.get(name):
+            m["retries"] = retries[name]
         out.append(m)
     return out
 
@@ -57,6 +63,8 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
         status = str(m.get("status", "?"))
         if m.get("reason") and status != "ok":
             status += f" ({str(m['reason'])[:60]})"
+        if m.get("retries"):
+            status += f" [{m['retries']} earlier attempt(s)]"
         t.add_row(
             Text(str(m.get("rollout_id"))),
             Text(str(status)),

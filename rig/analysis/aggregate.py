@@ -4,11 +4,13 @@ How this works
 --------------
 `load_run` reads `manifest.json` and every `rollouts/*/metrics.json`, never failing on one
 bad rollout: a missing file counts as status `missing`, an unparseable one as `corrupt`
-(with the reason in `problems`). `aggregate` groups rollouts by the `scenario` and `item`
-fields of their metrics (absent: `default`) and reports, per group: n, status counts,
-response latency (median, IQR, bootstrap CI of the median), pass rate of the category's
-rule, and the latency decomposition components when present. Per scenario the CI resamples
-whole items (cluster bootstrap), so repeats of one item do not pass for independent data.
+(with the reason in `problems`). Attempts moved aside on resume (`<id>.failed-N`) are not
+rollouts: they count as that rollout's `retries`. `aggregate` groups rollouts by the
+`scenario` and `item` fields of their metrics (absent: `default`) and reports, per group:
+n, status counts, response latency (median, IQR, bootstrap CI of the median), pass rate
+of the category's rule, and the latency decomposition components when present. Per
+scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
+pass for independent data.
 Latencies come only from rollouts whose status is in `statuses` (default: `ok`).
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, summarize
 from rig.errors import ConfigError
+from rig.recordings.attempts import count_retries, rollout_of_attempt
 
 COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 DEFAULT = "default"
@@ -37,6 +40,7 @@ class RolloutMetrics:
     status: str
     metrics: dict[str, Any]
     problem: str | None = None
+    retries: int = 0  # earlier attempts moved aside as <id>.failed-N
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,17 +57,24 @@ def load_run(run_dir: str | Path) -> RunData:
     manifest = read_json(root / "manifest.json")
     rollouts: list[RolloutMetrics] = []
     base = root / "rollouts"
-    for d in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    retries = count_retries(d.name for d in dirs)
+    for d in dirs:
+        if rollout_of_attempt(d.name) is not None:
+            continue
+        n = retries.get(d.name, 0)
         path = d / "metrics.json"
         if not path.exists():
-            rollouts.append(RolloutMetrics(d.name, "missing", {}, "no metrics.json"))
+            rollouts.append(RolloutMetrics(d.name, "missing", {}, "no metrics.json", n))
             continue
         m = read_json(path)
         if m is None:
-            rollouts.append(RolloutMetrics(d.name, "corrupt", {}, "metrics.json does not parse"))
+            problem = "metrics.json does not parse (or is not a JSON object)"
+            rollouts.append(RolloutMetrics(d.name, "corrupt", {}, problem, n))
             continue
         status = m.get("status")
-        rollouts.append(RolloutMetrics(d.name, status if isinstance(status, str) else "unknown", m))
+        status = status if isinstance(status, str) else "unknown"
+        rollouts.append(RolloutMetrics(d.name, status, m, None, n))
     return RunData(root, manifest, rollouts)
 
 
@@ -167,6 +178,7 @@ def aggregate(
         "manifest_ok": data.manifest is not None,
         "n_rollouts": len(data.rollouts),
         "status_counts": dict(Counter(r.status for r in data.rollouts)),
+        "retries": {r.rollout_id: r.retries for r in data.rollouts if r.retries},
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts

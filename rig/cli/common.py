@@ -50,6 +50,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="resume into a run directory recorded with another target or configuration "
+        "(refused otherwise; the differences are recorded in the manifest)",
+    )
+    p.add_argument(
         "--mqtt",
         help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
         "password also from RIG_MQTT_PASSWORD)",
@@ -238,6 +244,7 @@ async def _run_specs(
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
+        force_resume=bool(getattr(args, "force_resume", False)),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
