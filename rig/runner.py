@@ -23,7 +23,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import json
 import multiprocessing
 import os
 import random
@@ -32,14 +31,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
 import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
-from rig import realtime
+from rig import realtime, safejson
 from rig.analyze_rollout import finish_rollout
 from rig.clock.base import Clock, MonotonicClock
 from rig.errors import ConfigError, DataFileError
+from rig.ids import check_id
 from rig.plan import UserPlan
 from rig.recordings import resume
 from rig.recordings.attempts import attempt_name
@@ -72,11 +73,13 @@ def new_run_id() -> str:
 
 
 def rollout_done(rollout_dir: str) -> bool:
+    """Does this rollout's metrics.json say it finished? (Anything unreadable: no.)"""
     try:
-        with open(os.path.join(rollout_dir, "metrics.json"), encoding="utf-8") as f:
-            return json.load(f).get("status") in DONE_STATUSES
+        with open(os.path.join(rollout_dir, "metrics.json"), "rb") as f:
+            m = safejson.parse(f.read())
     except (OSError, ValueError):
         return False
+    return isinstance(m, dict) and m.get("status") in DONE_STATUSES
 
 
 class Runner:
@@ -111,7 +114,7 @@ class Runner:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._phase_counter = 0
         self.analysis_error: str | None = None
-        self.run_id = run_id or new_run_id()
+        self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
         self.concurrency = max(1, concurrency)
         self.connect_gate_size = max(1, connect_concurrency)
@@ -136,6 +139,8 @@ class Runner:
             return await self._run(specs, sched)
 
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
+        for spec in specs:  # each becomes a directory: one safe path part, before any I/O
+            check_id(spec.rollout_id, "rollout id")
         try:
             os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         except OSError as exc:
@@ -213,7 +218,9 @@ class Runner:
         for spec in specs:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
-                self.results[spec.rollout_id] = _read_json(os.path.join(d, "metrics.json"))
+                self.results[spec.rollout_id] = await asyncio.to_thread(
+                    _read_json, os.path.join(d, "metrics.json")
+                )
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
@@ -370,7 +377,7 @@ class Runner:
             if self.analysis_error:
                 metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
-            if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+            if isinstance(exc, BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
             if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
                 from rig.decompose import apply_decomposition
@@ -426,8 +433,9 @@ def _move_aside(d: str) -> None:
 
 
 def _read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A JSON file the rig wrote; ValueError (safejson.JsonInputError) if it is not JSON."""
+    with open(path, "rb") as f:
+        return safejson.parse(f.read())
 
 
 def todo_any(specs: Sequence[RolloutSpec], run_dir: str) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 from rig.clock.base import Clock
 from rig.dialects import get_dialect
 from rig.errors import ConfigError
+from rig.ids import check_id
+from rig.limits import bounded, local_rate
 from rig.runner import RolloutSpec, Runner
 from rig.scenarios import ScenarioItem
 from rig.session import SessionConfig
@@ -75,6 +77,37 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="four-timestamp clock probes every N s, for the latency split (peers that do "
         "not answer them ignore them; 0 = off; default 0.5)",
     )
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
+    (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
+    MemoryError, a silent clamp or a directory outside `--out`."""
+    if getattr(args, "run_id", None) is not None:
+        check_id(args.run_id, "--run-id")
+    ints = (
+        ("--concurrency", "concurrency", 1, 100_000),
+        ("--connect-concurrency", "connect_concurrency", 1, 100_000),
+        ("--repeat", "repeat", 1, 1_000_000),
+        ("--rt-priority", "rt_priority", 0, 99),
+    )
+    for flag, name, lo, hi in ints:
+        v = getattr(args, name, None)
+        if v is not None and not lo <= v <= hi:
+            raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
+    floats = (
+        ("--frame-ms", "frame_ms", 2.5, 1000.0),
+        ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
+        ("--max-s", "max_s", 0.001, 86_400.0),
+        ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
+    )
+    for flag, name, flo, fhi in floats:
+        v = getattr(args, name, None)
+        if v is not None:
+            bounded(v, flo, fhi, flag)
+    if getattr(args, "sample_rate", None) is not None:
+        local_rate(args.sample_rate, "--sample-rate")
 
 
 def session_config(

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from rig.cli.common import add_run_options, build_specs, run_specs
+from rig.cli.common import add_run_options, build_specs, check_run_options, run_specs
 from rig.cli.sim import add_sim_knobs, sim_from_args
 from rig.scenarios import resolve
 from rig.sim.server import SimServer, SimThread
@@ -21,6 +21,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_run_options(args)
     cfg, net, reply = sim_from_args(args)
     items = resolve("builtin:demo", cfg.sample_rate)
     os.makedirs(args.out, exist_ok=True)

@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 from rig.errors import ConfigError
+from rig.ids import check_id
 from rig.limits import bounded
 from rig.redact import redact_url
 from rig.runner import new_run_id
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if not 1024 <= args.max_message_bytes <= 1 << 30:
         raise ConfigError("--max-message-bytes must be between 1 KiB and 1 GiB")
     bounded(args.idle_timeout_s, 0.1, 86_400.0, "--idle-timeout-s")
+    if args.run_id is not None:
+        check_id(args.run_id, "--run-id")
     out = os.path.join(args.out, args.run_id or new_run_id())
 
     async def main() -> None:

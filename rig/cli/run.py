@@ -9,6 +9,7 @@ from typing import Any
 from rig.cli.common import (
     add_run_options,
     build_specs,
+    check_run_options,
     parse_dialect_options,
     repeated,
     run_specs,
@@ -107,6 +108,7 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
 
 
 def run(args: argparse.Namespace) -> int:
+    check_run_options(args)
     if args.transport == "device":
         rate = args.sample_rate or 48_000
     else:

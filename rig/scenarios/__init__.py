@@ -39,7 +39,9 @@ def resolve(
             )
         return BUILTINS[name](sample_rate)
     if spec.lower().endswith((".wav", ".flac", ".ogg")):
-        stem = os.path.splitext(os.path.basename(spec))[0]
+        from rig.ids import safe_id
+
+        stem = safe_id(os.path.splitext(os.path.basename(spec))[0])  # the rollout's dir name
         plan = (
             PlanBuilder(sample_rate)
             .add_silence(lead_s)
