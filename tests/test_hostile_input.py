@@ -222,10 +222,12 @@ def test_openai_huge_audio_position_is_a_protocol_error_not_overflow() -> None:
     msg = '{"type":"input_audio_buffer.speech_started","audio_start_ms":1e400}'
     with pytest.raises(ProtocolError):
         d.decode(msg, 0)
-    # large but finite: no send time for it, and the event is still recorded
-    (ev,) = d.decode('{"type":"input_audio_buffer.speech_started","audio_start_ms":1e300}', 0)
-    assert ev.data["audio_start_uplink_t_ns"] is None
-    _finite_json([ev])
+    # large but finite (1e308 * 24000 overflows a float): no send time, still recorded
+    for ms in ("1e300", "1e308", "-1e308"):
+        msg = '{"type":"input_audio_buffer.speech_started","audio_start_ms":' + ms + "}"
+        (ev,) = d.decode(msg, 0)
+        assert ev.data["audio_start_uplink_t_ns"] is None
+        _finite_json([ev])
 
 
 def test_grok_ping_timestamp_out_of_range_is_null_with_reason() -> None:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 import numpy as np
 
 from rig.audio.pcm import Pcm16
+from rig.errors import AudioInputError
 
 HEADER_BYTES = 44
 
@@ -86,16 +87,27 @@ class WavAppender:
 
 
 def read_wav(path: str) -> tuple[Pcm16, int]:
-    """Read a rig WAV (mono PCM16), trusting the file size over a stale header."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_BYTES)
-        if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
-            import soundfile as sf
+    """Read a rig WAV (mono PCM16), trusting the file size over a stale header. Anything
+    that is not a usable WAV is an AudioInputError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+            if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
+                import soundfile as sf
 
-            data, rate = sf.read(path, dtype="int16", always_2d=True)
-            return np.ascontiguousarray(data[:, 0]), int(rate)
-        sample_rate = struct.unpack("<I", head[24:28])[0]
-        body = f.read()
+                try:
+                    data, rate = sf.read(path, dtype="int16", always_2d=True)
+                except Exception as exc:  # noqa: BLE001 - soundfile raises its own types
+                    raise AudioInputError(path, f"unsupported or broken WAV: {exc}") from None
+                if not data.shape[1] or rate <= 0:
+                    raise AudioInputError(path, "no channels or no sample rate")
+                return np.ascontiguousarray(data[:, 0]), int(rate)
+            sample_rate = struct.unpack("<I", head[24:28])[0]
+            body = f.read()
+    except OSError as exc:
+        raise AudioInputError(path, f"cannot read: {exc.strerror}") from exc
+    if sample_rate <= 0:
+        raise AudioInputError(path, "header says 0 Hz")
     usable = len(body) - (len(body) % 2)
     return np.frombuffer(body[:usable], dtype="<i2").astype(np.int16), sample_rate
 
