@@ -223,3 +223,11 @@ def test_runner_without_analysis_keeps_the_real_finishing_error(tmp_path) -> Non
     assert m["status"] == "transport_error", m
     assert "AttributeError" not in json.dumps(m)
     assert "TimeoutError" in m["timing"]["error"]
+
+
+@pytest.mark.parametrize("kind", [{}, [], 5, None])
+def test_scenario_step_type_of_any_shape_is_a_scenario_error(tmp_path, kind: object) -> None:
+    # found by bench/fuzz.py: an unhashable step type raised TypeError
+    doc = {"items": [{"id": "a", "steps": [{"type": kind, "seconds": 0.1}]}]}
+    with pytest.raises(ScenarioError, match=r"steps\[0\]\.type"):
+        build_items(doc, str(tmp_path / "s.toml"), 16_000)

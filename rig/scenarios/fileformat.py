@@ -288,7 +288,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     if not isinstance(raw, dict):
         raise c.fail(where, f"must be a table, got {_tname(raw)}")
     kind = raw.get("type")
-    if kind not in STEP_KEYS:
+    if not isinstance(kind, str) or kind not in STEP_KEYS:
         raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
     t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
     s: dict[str, Any] = {"type": kind}
