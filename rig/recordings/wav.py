@@ -112,6 +112,23 @@ def read_wav(path: str) -> tuple[Pcm16, int]:
     return np.frombuffer(body[:usable], dtype="<i2").astype(np.int16), sample_rate
 
 
+def stale_header(path: str) -> tuple[int, int] | None:
+    """(bytes the header counts, bytes the file holds) when a crash left the header behind
+    the data; None when it is current or the file is not a rig WAV. Read-only."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+    except OSError:
+        return None
+    if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
+        return None
+    counted = struct.unpack("<I", head[40:44])[0]
+    held = size - HEADER_BYTES
+    held -= held % 2
+    return (counted, held) if counted != held else None
+
+
 def repair_header(path: str) -> bool:
     """Rewrite a stale header in place from the file size (for tools that trust headers).
 
