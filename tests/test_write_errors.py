@@ -185,3 +185,14 @@ def test_full_disk_stops_the_run_cleanly_saying_why(tmp_path) -> None:
     assert started == ["a: start"], proc.stderr  # b and c never started on a full disk
     assert (copy / "f" / "rollouts" / "a").is_dir()
     assert not (copy / "f" / "rollouts" / "b").exists()
+
+
+def test_atomic_json_keeps_the_old_file_and_no_temp_on_failure(tmp_path) -> None:
+    from rig.recordings.writer import write_json_atomic
+
+    path = tmp_path / "metrics.json"
+    write_json_atomic(str(path), {"status": "ok"})
+    with pytest.raises(ValueError):
+        write_json_atomic(str(path), {"status": "x", "bad": float("nan")})  # strict JSON
+    assert json.loads(path.read_text()) == {"status": "ok"}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
