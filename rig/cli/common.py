@@ -172,7 +172,7 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    import json
+    from rig import safejson
 
     out: dict[str, Any] = {}
     for pair in pairs or []:
@@ -180,8 +180,8 @@ def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
         if not eq or not key.strip():
             raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
         try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
+            out[key.strip()] = safejson.parse(value)
+        except ValueError:  # not JSON (or NaN, 10^5-deep...): the plain string
             out[key.strip()] = value
     return out
 
