@@ -192,7 +192,12 @@ def test_atomic_json_keeps_the_old_file_and_no_temp_on_failure(tmp_path) -> None
 
     path = tmp_path / "metrics.json"
     write_json_atomic(str(path), {"status": "ok"})
-    with pytest.raises(ValueError):
-        write_json_atomic(str(path), {"status": "x", "bad": float("nan")})  # strict JSON
+    with pytest.raises(IsADirectoryError):
+        write_json_atomic(str(tmp_path), {"status": "x"})  # the rename fails
     assert json.loads(path.read_text()) == {"status": "ok"}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+    assert not list(tmp_path.parent.glob(f"{tmp_path.name}.tmp.*"))  # no temp file left
+    # a NaN in metrics: still written, the status kept, the value null and named
+    write_json_atomic(str(path), {"status": "device_error", "x": {"y": float("nan")}})
+    m = json.loads(path.read_text())
+    assert m["status"] == "device_error" and m["x"]["y"] is None and "x.y" in m["invalid"]

@@ -88,11 +88,24 @@ def _default(o: Any) -> Any:
 
 def write_json_atomic(path: str, obj: Any) -> None:
     """Write JSON to a temp file and rename it over `path`: readers see old or new, never half.
-    On any error the temp file is removed and the error raised (the old file stays)."""
+    On an I/O error the temp file is removed and the error raised (the old file stays). A
+    dict holding values strict JSON cannot carry (NaN) is written with them null, named in
+    `invalid`."""
     tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
     try:
+        text = json.dumps(obj, indent=2, default=_default, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        if not isinstance(obj, dict):
+            raise
+        # a NaN somewhere in a metrics dict: the file is still written, the value null and
+        # named in `invalid` (a rollout must not lose its status to one bad number)
+        invalid: dict[str, str] = {}
+        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
+        clean["invalid"] = {**(clean.get("invalid") or {}), **invalid}
+        text = json.dumps(clean, indent=2, allow_nan=False, default=str)
+    try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, default=_default, allow_nan=False)
+            f.write(text)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
