@@ -18,7 +18,7 @@ import pytest
 
 from rig.analysis.aggregate import aggregate
 from rig.analysis.rollout import load_rollout, read_jsonl, read_track
-from rig.cli import main
+from rig.cli import EXIT_USAGE, main
 from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.ids import check_id, safe_id
 from rig.plan import PlanBuilder
@@ -62,7 +62,7 @@ def test_cli_run_id_with_a_path_is_refused(tmp_path) -> None:
             ["run", "rig/data/turn_what.wav", "--target", "ws://127.0.0.1:9",
              "--out", str(tmp_path / "out"), "--run-id", "../../x", "--headless"]
         )  # fmt: skip
-    assert code == 1 and "--run-id" in err.getvalue()
+    assert code == EXIT_USAGE and "--run-id" in err.getvalue()
     assert not (tmp_path / "x").exists()
 
 
@@ -190,7 +190,7 @@ def test_numeric_run_options_are_range_checked(tmp_path, opt: list[str]) -> None
             ["run", "rig/data/turn_what.wav", "--target", "ws://127.0.0.1:9",
              "--out", str(tmp_path), "--headless", *opt]
         )  # fmt: skip
-    assert code == 1, err.getvalue()
+    assert code == EXIT_USAGE, err.getvalue()
     assert opt[0] in err.getvalue()
     assert not any(tmp_path.iterdir())  # refused before anything was written
 

@@ -1,4 +1,8 @@
-"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them."""
+"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them.
+
+Imported when the parser is built, so at module level only the standard library and
+rig.errors / rig.extras: the session, runner and transports are imported where used.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rig.clock.base import Clock
-from rig.dialects import get_dialect
 from rig.errors import ConfigError
-from rig.ids import check_id
-from rig.limits import bounded, local_rate
-from rig.runner import RolloutSpec, Runner
-from rig.scenarios import ScenarioItem
-from rig.session import SessionConfig
-from rig.transports.base import Transport
-from rig.transports.websocket import WebSocketTransport, redact_url
+from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
+
+if TYPE_CHECKING:
+    from rig.clock.base import Clock
+    from rig.runner import RolloutSpec, Runner
+    from rig.scenarios import ScenarioItem
+    from rig.session import SessionConfig
+    from rig.transports.base import Transport
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -79,10 +82,27 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
+    """Fail up front, in one line naming the extra, when an option needs one that is missing
+    (before any rollout starts or any file is written)."""
+    if transport in TRANSPORTS:
+        require(TRANSPORTS[transport], f"--transport {transport}")
+    if transport == "device":
+        backend = getattr(args, "backend", None) or "sounddevice"
+        require(BACKENDS[backend], f"--transport device --backend {backend}")
+    if transport == "ws" and dialect in DIALECTS:
+        require(DIALECTS[dialect], f"--dialect {dialect}")
+    if getattr(args, "mqtt", None):
+        require("mqtt", "--mqtt")
+
+
 def check_run_options(args: argparse.Namespace) -> None:
     """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
     (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
     MemoryError, a silent clamp or a directory outside `--out`."""
+    from rig.ids import check_id
+    from rig.limits import bounded, local_rate
+
     if getattr(args, "run_id", None) is not None:
         check_id(args.run_id, "--run-id")
     ints = (
@@ -113,6 +133,8 @@ def check_run_options(args: argparse.Namespace) -> None:
 def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
+    from rig.session import SessionConfig
+
     base = dict(
         frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
         drain_quiet_s=args.drain_quiet_s,
@@ -124,6 +146,9 @@ def session_config(
 
 
 def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+    from rig.dialects import get_dialect
+    from rig.transports.websocket import WebSocketTransport
+
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
             dialect,
@@ -163,6 +188,8 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
 
 
 def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
+    from rig.dialects import get_dialect
+
     if dialect in ("rig", "raw"):
         return requested or 16_000
     d = get_dialect(dialect, **(options or {}))
@@ -201,6 +228,10 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    from rig.dialects import get_dialect
+    from rig.runner import RolloutSpec
+    from rig.transports.websocket import redact_url
+
     for item in items:
         if item.meta.get("history") and transport != "ws":
             raise ConfigError(
@@ -264,6 +295,7 @@ async def _run_specs(
 
     from rig.clock.base import MonotonicClock
     from rig.dashboard.live import Dashboard
+    from rig.runner import Runner
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher
 

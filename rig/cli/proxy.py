@@ -9,10 +9,6 @@ import signal
 from typing import Any
 
 from rig.errors import ConfigError
-from rig.ids import check_id
-from rig.limits import bounded
-from rig.redact import redact_url
-from rig.runner import new_run_id
 
 
 def add_parser(sub: Any) -> None:
@@ -38,7 +34,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.ids import check_id
+    from rig.limits import bounded
     from rig.proxy import RecordingProxy
+    from rig.redact import redact_url
+    from rig.runner import new_run_id
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():

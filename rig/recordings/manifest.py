@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rig import __version__
+from rig.clock.timer import wakeup_method
 from rig.redact import REDACTED, SECRET_KEY, URL, redact, redact_argv
 
 LIBRARIES = (
@@ -104,6 +105,7 @@ def build_manifest(
         "status": "running",
         "status_counts": {},
         "clock": "CLOCK_MONOTONIC (time.monotonic_ns), integer ns",
+        "timer": wakeup_method(),
     }
 
 
