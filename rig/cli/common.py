@@ -55,6 +55,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="resume into a run directory recorded with another target or configuration "
+        "(refused otherwise; the differences are recorded in the manifest)",
+    )
+    p.add_argument(
         "--mqtt",
         help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
         "password also from RIG_MQTT_PASSWORD)",
@@ -88,6 +94,40 @@ def require_extras(args: argparse.Namespace, transport: str, dialect: str | None
         require(DIALECTS[dialect], f"--dialect {dialect}")
     if getattr(args, "mqtt", None):
         require("mqtt", "--mqtt")
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
+    (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
+    MemoryError, a silent clamp or a directory outside `--out`."""
+    from rig.ids import check_id
+    from rig.limits import bounded, local_rate
+
+    if getattr(args, "run_id", None) is not None:
+        check_id(args.run_id, "--run-id")
+    ints = (
+        ("--concurrency", "concurrency", 1, 100_000),
+        ("--connect-concurrency", "connect_concurrency", 1, 100_000),
+        ("--repeat", "repeat", 1, 1_000_000),
+        ("--rt-priority", "rt_priority", 0, 99),
+    )
+    for flag, name, lo, hi in ints:
+        v = getattr(args, name, None)
+        if v is not None and not lo <= v <= hi:
+            raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
+    floats = (
+        ("--frame-ms", "frame_ms", 2.5, 1000.0),
+        ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
+        ("--max-s", "max_s", 0.001, 86_400.0),
+        ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
+    )
+    for flag, name, flo, fhi in floats:
+        v = getattr(args, name, None)
+        if v is not None:
+            bounded(v, flo, fhi, flag)
+    if getattr(args, "sample_rate", None) is not None:
+        local_rate(args.sample_rate, "--sample-rate")
 
 
 def session_config(
@@ -159,7 +199,7 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    import json
+    from rig import safejson
 
     out: dict[str, Any] = {}
     for pair in pairs or []:
@@ -167,8 +207,8 @@ def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
         if not eq or not key.strip():
             raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
         try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
+            out[key.strip()] = safejson.parse(value)
+        except ValueError:  # not JSON (or NaN, 10^5-deep...): the plain string
             out[key.strip()] = value
     return out
 
@@ -189,7 +229,7 @@ def build_specs(
     dialect: str,
 ) -> list[RolloutSpec]:
     from rig.dialects import get_dialect
-    from rig.recordings.redact import redact_url
+    from rig.redact import redact_url
     from rig.runner import RolloutSpec
 
     for item in items:
@@ -313,6 +353,7 @@ async def _run_specs(
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
+        force_resume=bool(getattr(args, "force_resume", False)),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},

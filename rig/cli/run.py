@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.common import (
     add_run_options,
     build_specs,
+    check_run_options,
     parse_dialect_options,
     require_extras,
     run_specs,
@@ -58,6 +60,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
+
+    check_run_options(args)
     from rig.scenarios import resolve
 
     require_extras(args, args.transport, args.dialect)
@@ -90,5 +94,12 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
+    if runner.stop_reason:
+        print(
+            f"rig run: stopped early: {runner.stop_reason}; free space and run again with "
+            f"--run-id {runner.run_id} to resume",
+            file=sys.stderr,
+        )
+        return EXIT_ROLLOUTS_FAILED
     ok = all(m.get("status") == "ok" for m in rollouts)
     return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -32,6 +32,7 @@ from rig.dialects.history import check_history, history_sent
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
+from rig.limits import remote_rate
 
 WIRE_IN_RATE = 16_000
 OUT_RATE = 24_000
@@ -55,13 +56,16 @@ _TOP_LEVEL = {
 
 
 def rate_of(mime: object) -> int | None:
-    """16000 from 'audio/pcm;rate=16000' (None if the MIME type says no rate)."""
+    """16000 from 'audio/pcm;rate=16000' (None if the MIME type says no rate); a rate outside
+    8-192 kHz or not a number is a ProtocolError."""
     if not isinstance(mime, str) or not mime.startswith("audio/pcm"):
         return None
     for part in mime.split(";")[1:]:
         k, _, v = part.strip().partition("=")
-        if k == "rate" and v.isdigit():
-            return int(v)
+        if k == "rate":
+            if not (v.isascii() and v.isdigit() and len(v) <= 9):
+                raise ProtocolError(f"gemini: mimeType {mime[:80]!r} has no usable sample rate")
+            return remote_rate(int(v), "gemini mimeType")
     return None
 
 

@@ -8,6 +8,7 @@ import os
 
 from rig.core.plan import PlanBuilder
 from rig.errors import ScenarioError
+from rig.ids import safe_id
 from rig.scenarios.builtin import BUILTINS, data_path
 from rig.scenarios.fileformat import load_scenario_file
 from rig.scenarios.item import ScenarioItem
@@ -26,7 +27,7 @@ def resolve(
             )
         return BUILTINS[name](sample_rate)
     if spec.lower().endswith((".wav", ".flac", ".ogg")):
-        stem = os.path.splitext(os.path.basename(spec))[0]
+        stem = safe_id(os.path.splitext(os.path.basename(spec))[0])  # the rollout's dir name
         plan = (
             PlanBuilder(sample_rate)
             .add_silence(lead_s)

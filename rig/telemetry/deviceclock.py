@@ -36,6 +36,8 @@ from rig.clockfit.steps import (
     stretch_bounds_dict,
 )
 from rig.errors import ProtocolError
+from rig.limits import remote_ts_ns
+from rig.safejson import object_remote
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
 from rig.telemetry.events import SCHEMA_VERSION
@@ -89,11 +91,8 @@ class DeviceClockCollector:
 
     def on_message(self, topic: str, payload: bytes, arrival_ns: int) -> ProbeSample | None:
         """Record a reply or device event that arrived at `arrival_ns`; return a new sample."""
-        try:
-            obj = json.loads(payload)
-        except ValueError as exc:
-            raise ProtocolError(f"device message is not JSON: {exc}") from exc
-        if not isinstance(obj, dict) or obj.get("v") != SCHEMA_VERSION:
+        obj = object_remote(payload, "device message", max_bytes=1 << 20)
+        if obj.get("v") != SCHEMA_VERSION:
             raise ProtocolError("device message is not a v1 object", obj)
         try:
             if topic == self.reply_topic:
@@ -101,11 +100,13 @@ class DeviceClockCollector:
                 if t0 is None or t0 != int(obj["t0_ns"]):
                     self.unmatched += 1
                     return None
-                sample = (t0, int(obj["t1_ns"]), int(obj["t2_ns"]), arrival_ns)
+                t1 = remote_ts_ns(obj["t1_ns"], "device probe_reply.t1_ns")
+                t2 = remote_ts_ns(obj["t2_ns"], "device probe_reply.t2_ns")
+                sample = (t0, t1, t2, arrival_ns)
                 self.samples.append(sample)
                 return sample
             if topic == self.events_topic:
-                self.events.append((int(obj["t_ns"]), arrival_ns))
+                self.events.append((remote_ts_ns(obj["t_ns"], "device event.t_ns"), arrival_ns))
                 self.event_payloads.append(obj)
                 return None
         except (KeyError, TypeError, ValueError) as exc:
@@ -327,9 +328,9 @@ class SimulatedDevice:
             async for msg in client.messages:
                 t1 = self.device_ns(self.clock.now_ns())
                 try:
-                    obj = json.loads(bytes(msg.payload))
-                    pid, t0 = int(obj["id"]), int(obj["t0_ns"])
-                except (ValueError, KeyError, TypeError):
+                    obj = object_remote(bytes(msg.payload), "probe", max_bytes=1 << 16)
+                    pid, t0 = int(obj["id"]), remote_ts_ns(obj["t0_ns"], "probe.t0_ns")
+                except (ProtocolError, ValueError, KeyError, TypeError):
                     continue
                 if self.hold_s:
                     await asyncio.sleep(self.hold_s)

@@ -17,15 +17,22 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
+from websockets.datastructures import Headers
+from websockets.exceptions import (
+    ConnectionClosed,
+    ConnectionClosedOK,
+    InvalidHandshake,
+    InvalidURI,
+)
 from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import DownEvent, Incoming
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
-from rig.recordings.redact import redact_url
+from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
 
 
@@ -68,6 +75,25 @@ def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
 
 
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+
+
+class SafeConnect(connect):
+    """websockets' `connect`, but a redirect to another origin (scheme, host or port) drops
+    every credential header (rig.redact.is_credential_header), not only the ones websockets
+    knows (Authorization, Cookie): API-key headers such as `x-goog-api-key` included."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        old = self.ws_uri
+        result = super().process_redirect(exc)
+        if isinstance(result, str) and self.additional_headers is not None:
+            new = parse_uri(result)
+            if (old.secure, old.host, old.port) != (new.secure, new.host, new.port):
+                self.additional_headers = Headers(
+                    (k, v)
+                    for k, v in Headers(self.additional_headers).raw_items()
+                    if not is_credential_header(k)
+                )
+        return result
 
 
 class WebSocketTransport(Transport):
@@ -119,6 +145,14 @@ class WebSocketTransport(Transport):
                 else:
                     await self._connect()
                 break
+            except InvalidURI as exc:  # the URL itself: retrying cannot help
+                raise TransportError(
+                    f"invalid URI {redact_url(self.url)}: {redact_text(exc.msg)}"
+                ) from None
+            except ValueError as exc:  # e.g. a redirect websockets will not follow
+                raise TransportError(
+                    f"cannot connect to {redact_url(self.url)}: {redact_text(str(exc))}"
+                ) from None
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 last_exc = exc
                 if attempt < self.retries:
@@ -126,13 +160,13 @@ class WebSocketTransport(Transport):
         else:
             raise TransportError(
                 f"could not connect to {redact_url(self.url)} after {self.retries + 1} attempts: "
-                f"{type(last_exc).__name__}: {last_exc}"
+                f"{type(last_exc).__name__}: {redact_text(str(last_exc))}"
             )
         await self._handshake()
 
     async def _connect(self) -> None:
         self._ws = await asyncio.wait_for(
-            connect(  # type: ignore[arg-type]
+            SafeConnect(  # type: ignore[arg-type]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
                 create_connection=stamping(StampedConnection, self.clock),
@@ -154,7 +188,7 @@ class WebSocketTransport(Transport):
                     try:
                         message = await ws.recv()
                     except ConnectionClosed as exc:
-                        why = f"closed during handshake: {exc}"
+                        why = f"closed during handshake: {redact_text(str(exc))}"
                         raise TransportError(why, code=_code(exc)) from exc
                     t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
                     self._pending.extend(self.dialect.decode(message, t_ns))
@@ -169,7 +203,9 @@ class WebSocketTransport(Transport):
             for msg in self.dialect.take_outgoing():
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while answering: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while answering: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     def _require(self) -> StampedConnection:
         if self._ws is None:
@@ -183,7 +219,9 @@ class WebSocketTransport(Transport):
             for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
         return t_ns
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
@@ -192,7 +230,9 @@ class WebSocketTransport(Transport):
             for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending {kind}: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
         """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
@@ -217,7 +257,9 @@ class WebSocketTransport(Transport):
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
             except ConnectionClosed as exc:
-                raise TransportError(f"connection lost mid-stream: {exc}", code=_code(exc)) from exc
+                raise TransportError(
+                    f"connection lost mid-stream: {redact_text(str(exc))}", code=_code(exc)
+                ) from exc
             t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
             try:
                 items = self.dialect.decode(message, t_ns)
@@ -252,4 +294,11 @@ def _code(exc: ConnectionClosed) -> int | None:
     return rcvd.code if rcvd is not None else None
 
 
-__all__ = ["StampedConnection", "StampedServerConnection", "WebSocketTransport", "stamping"]
+__all__ = [
+    "SafeConnect",
+    "StampedConnection",
+    "StampedServerConnection",
+    "WebSocketTransport",
+    "redact_url",
+    "stamping",
+]

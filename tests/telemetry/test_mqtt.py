@@ -65,7 +65,8 @@ def test_payloads_are_versioned_and_carry_no_secrets() -> None:
     raw = encode(ev)
     assert b'"v":1' in raw and b"hunter2" not in raw
     back = decode(raw)
-    assert back.data["target"] == "wss://api.x/v1?a=b" and back.run_id == "run/1"
+    assert back.data["target"] == "wss://api.x/v1?<redacted>"  # a query may hold a key
+    assert back.run_id == "run/1"
     for bad in (b"nope", b"[1]", b'{"v": 2, "kind": "status"}', b'{"v": 1, "kind": "x"}'):
         with pytest.raises(ProtocolError):
             decode(bad)

@@ -30,7 +30,7 @@ from urllib.parse import urljoin, urlsplit
 from rig.core.events import DownEvent, Incoming
 from rig.dialects import get_dialect
 from rig.errors import ConfigError, ProtocolError, TransportError
-from rig.recordings.redact import redact_url
+from rig.redact import redact_url
 
 
 @dataclass(frozen=True, slots=True)
