@@ -66,11 +66,18 @@ EXTRAS: dict[str, Extra] = {
         ),
         Extra("mqtt", ("aiomqtt>=2.0",), ("aiomqtt",), "--mqtt, --device-clock, rig watch"),
         Extra("plot", ("matplotlib>=3.7",), ("matplotlib",), "rig plot"),
+        Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
+        Extra(
+            "otel",
+            ("opentelemetry-sdk>=1.20", "opentelemetry-exporter-otlp-proto-http>=1.20"),
+            ("opentelemetry",),
+            "rig report --otel (OpenTelemetry traces over OTLP)",
+        ),
     )
 }
 
 #: `pip install 'rig-voice[all]'`: every extra that installs from wheels (not pyaudio)
-ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot")
+ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "analysis", "otel")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend

@@ -330,6 +330,13 @@ def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[s
     return asyncio.run(_run_specs(args, specs, config))
 
 
+async def run_specs_async(
+    args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
+) -> Runner:
+    """The same run inside an event loop that is already running (rig.run_async)."""
+    return await _run_specs(args, specs, config)
+
+
 async def _run_specs(
     args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
 ) -> Runner:

@@ -13,14 +13,14 @@ from rig.cli.common import (
     check_run_options,
     parse_dialect_options,
     require_extras,
-    run_specs,
+    run_specs_async,
     uplink_rate,
 )
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
 if TYPE_CHECKING:
-    pass
+    from rig.runner import RolloutSpec, Runner
 
 
 def add_parser(sub: Any) -> None:
@@ -58,9 +58,9 @@ def add_parser(sub: Any) -> None:
     add_run_options(p)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rig.reporting.summary import print_summary
-
+def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]]:
+    """Check the options, resolve the scenario and build the rollouts (before any file is
+    written): the CLI and the Python API (rig.api) both start here."""
     check_run_options(args)
     from rig.scenarios import resolve
 
@@ -78,21 +78,34 @@ def run(args: argparse.Namespace) -> int:
             )
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
-    runner = run_specs(
-        args,
-        specs,
-        {
-            "command": "run",
-            "scenario": args.scenario,
-            "transport": args.transport,
-            "dialect": args.dialect,
-            "dialect_options": parse_dialect_options(args.dialect_opt),
-            "sample_rate": rate,
-            "session": specs[0].session_config.as_dict()
-            if specs and specs[0].session_config
-            else {},
-        },
-    )
+    config = {
+        "command": "run",
+        "scenario": args.scenario,
+        "transport": args.transport,
+        "dialect": args.dialect,
+        "dialect_options": parse_dialect_options(args.dialect_opt),
+        "sample_rate": rate,
+        "session": specs[0].session_config.as_dict() if specs and specs[0].session_config else {},
+    }
+    return specs, config
+
+
+async def run_async(args: argparse.Namespace) -> Runner:
+    """`rig run` inside a running event loop: what `rig.run_async` awaits."""
+    import asyncio
+
+    # scenario files, WAV decoding and device checks block: not on the caller's loop
+    specs, config = await asyncio.to_thread(prepare, args)
+    return await run_specs_async(args, specs, config)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rig.reporting.summary import print_summary
+
+    specs, config = prepare(args)
+    runner = asyncio.run(run_specs_async(args, specs, config))
     rollouts = print_summary(runner.run_dir)
     if runner.stop_reason:
         print(

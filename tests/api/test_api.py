@@ -1,0 +1,91 @@
+"""rig.run_async / rig.run from Python, exactly as docs/api.md shows, against `rig sim`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import rig
+from rig.errors import ConfigError
+from tests.support.simproc import start_sim, stop_sim
+
+LATENCY_MS = 300.0  # the sim's model latency (ground truth)
+WAV = str(Path(rig.__file__).parent / "data" / "turn_what.wav")
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    proc, url = start_sim(
+        "--latency-ms", str(LATENCY_MS), "--endpoint-silence-ms", "300", "--reply-s", "0.6"
+    )
+    try:
+        yield url
+    finally:
+        stop_sim(proc)
+
+
+@pytest.mark.realtime
+async def test_run_async_from_an_async_test(sim_url: str, tmp_path: Path) -> None:
+    """The docs/api.md example: a pytest-asyncio test awaiting a run in its own loop."""
+    result = await rig.run_async(
+        "builtin:demo", target=sim_url, out=str(tmp_path), run_id="api", concurrency=3,
+        headless=True, max_s=30.0,
+    )  # fmt: skip
+    assert result.ok and result.exit_code == 0, result.statuses
+    assert result.run_dir == tmp_path / "api" and result.run_id == "api"
+    assert sorted(result.statuses) == ["recipe", "weather", "what"]
+    for r in result.rollouts:
+        assert r.status == "ok" and r.reason is None
+        assert (r.rollout_dir / "metrics.json").is_file()
+        assert len(r.responses) == 1 and r.passed is True
+        # endpointing (300 ms) + model latency (300 ms) + frames: well under 2 s, over 0.5 s
+        (lat,) = r.latencies_ms
+        assert 500.0 < lat < 1500.0, lat
+        assert r.responses[0]["model_ms"] > 0
+    # the manifest records the options the same way `rig run` does
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["config"]["command"] == "run"
+    assert manifest["config"]["scenario"] == "builtin:demo"
+    assert manifest["config"]["concurrency"] == 3
+    assert manifest["config"]["session"]["max_s"] == 30.0
+    assert result["what"].rollout_id == "what"
+    with pytest.raises(KeyError):
+        result["nope"]
+
+
+@pytest.mark.realtime
+def test_blocking_run_and_the_cli_record_one_configuration(sim_url: str, tmp_path: Path) -> None:
+    from rig.cli import main
+
+    code = main(["run", WAV, "--target", sim_url, "--out", str(tmp_path),
+                 "--run-id", "cli", "--headless", "--max-s", "20"])  # fmt: skip
+    result = rig.run(
+        WAV, target=sim_url, out=str(tmp_path), run_id="api", headless=True,
+        max_s=20.0,
+    )  # fmt: skip
+    assert code == result.exit_code == 0
+    cli = json.loads((tmp_path / "cli" / "manifest.json").read_text())["config"]
+    api = json.loads((tmp_path / "api" / "manifest.json").read_text())["config"]
+    assert cli == api
+
+
+async def test_bad_options_are_clear_errors_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"unknown option 'concurency' \(did you mean 'concurrency'"
+    ):
+        await rig.run_async("builtin:demo", target="ws://127.0.0.1:9", concurency=2)
+    with pytest.raises(ConfigError, match=r"concurrency \(--concurrency\) must be an integer"):
+        await rig.run_async("builtin:demo", target="ws://127.0.0.1:9", concurrency="2")
+    with pytest.raises(ConfigError, match=r"--concurrency must be an integer in \[1, "):
+        await rig.run_async("builtin:demo", target="ws://127.0.0.1:9", concurrency=0)
+    with pytest.raises(ConfigError, match=r"transport \(--transport\) must be one of"):
+        await rig.run_async("builtin:demo", target="ws://127.0.0.1:9", transport="carrier-pigeon")
+    with pytest.raises(ConfigError, match="needs --target URL"):
+        await rig.run_async("builtin:demo", out=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"rig.run\(\) blocks"):
+        rig.run("builtin:demo", target="ws://127.0.0.1:9")
+    assert not os.listdir(tmp_path)
