@@ -127,6 +127,7 @@ def _group_report(
         lat += vals
         clusters += [_label(r.metrics, "item")] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
+    valid = [v for r in rows if isinstance(v := r.metrics.get("timing_valid"), bool)]
     components: dict[str, Any] = {}
     for key in COMPONENTS:
         vals, errs = [], []
@@ -149,6 +150,12 @@ def _group_report(
             "rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
         },
         "components": components,
+        # did the rig's own timing hold (recorded per rollout by runs that check it)
+        "timing_valid": {
+            "evaluated": len(valid),
+            "valid": sum(valid),
+            "rate": (sum(valid) / len(valid)) if valid else None,
+        },
     }
 
 
@@ -188,6 +195,8 @@ def aggregate(
             for r in data.rollouts
             if r.problem
         ],
+        # every rollout as one group (CI resampled over items): what rig report's gates read
+        "overall": _group_report(data.rollouts, statuses, seed, False, **ci),
         "scenarios": [
             {"scenario": sc, **_group_report(rows, statuses, seed, False, **ci)}
             for sc, rows in sorted(by_scenario.items())

@@ -102,20 +102,27 @@ def summarize(
     confidence: float = 0.95,
     n_resamples: int = 2000,
 ) -> dict[str, Any]:
-    """n, median, p25, p75, IQR, mean, min, max and the bootstrap CI of the median."""
+    """n, median, p25, p75, IQR, p90, p95, p99 (tails for CI gates), mean, min, max and the
+    bootstrap CI of the median. Percentiles interpolate linearly between order statistics:
+    with few values a p99 is close to the max (and says so no better than the max does)."""
     a = _arr(values)
     if not a.size:
         return {"n": 0}
     ci = bootstrap_ci(
         values, seed=seed, clusters=clusters, confidence=confidence, n_resamples=n_resamples
     )
-    q25, q50, q75 = (float(x) for x in np.percentile(a, [25.0, 50.0, 75.0]))
+    q25, q50, q75, q90, q95, q99 = (
+        float(x) for x in np.percentile(a, [25.0, 50.0, 75.0, 90.0, 95.0, 99.0])
+    )
     return {
         "n": int(a.size),
         "median": q50,
         "p25": q25,
         "p75": q75,
         "iqr": q75 - q25,
+        "p90": q90,
+        "p95": q95,
+        "p99": q99,
         "mean": float(a.mean()),
         "min": float(a.min()),
         "max": float(a.max()),

@@ -3,6 +3,11 @@
 The aggregate (rig.analysis.aggregate) gives per scenario and per item: status counts,
 response latency median / IQR / bootstrap CI (over items per scenario), pass rate of the
 item's timing rule, and the latency decomposition medians when the rollouts carry them.
+
+For CI (docs/api.md): `--fail-under METRIC=X` / `--max METRIC=X` gates, `--junit FILE`,
+`--csv DIR` (tidy rollouts.csv, responses.csv, and summary.csv). Exit status: 0 ok; 1 a gate
+failed (one line each on stderr); 2 usage; 3 with gates or --junit, a rollout did not finish
+(error, missing, corrupt metrics): the numbers gated on are incomplete.
 """
 
 from __future__ import annotations
@@ -19,7 +24,27 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="summary across the rollouts of a run")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--csv", metavar="FILE", help="write the aggregate as CSV to FILE")
+    p.add_argument(
+        "--csv",
+        metavar="DIR",
+        help="write rollouts.csv, responses.csv (tidy: one row each) and summary.csv to DIR",
+    )
+    g = p.add_argument_group("CI gates (exit 1 when one fails, docs/api.md)")
+    g.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="METRIC=X",
+        help="fail when METRIC is below X (repeatable), e.g. pass_rate=0.9, ok_rate=1",
+    )
+    g.add_argument(
+        "--max",
+        action="append",
+        metavar="METRIC=X",
+        help="fail when METRIC is above X (repeatable), e.g. latency_p95_ms=1200",
+    )
+    g.add_argument(
+        "--junit", metavar="FILE", help="write a JUnit XML report (one case per rollout)"
+    )
     p.add_argument(
         "--status",
         action="append",
@@ -38,22 +63,29 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.analysis.aggregate import aggregate, render_decomposition, render_table
+    from rig.analysis.gates import check_gates, gate_values, parse_gates
     from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
+    gates = parse_gates(args.fail_under, args.max)  # usage errors before any output
     report = aggregate(
         args.run_dir, statuses=tuple(args.status or ("ok",)), confidence=args.confidence
     )
     rollouts = load_rollouts(args.run_dir)
-    if args.csv:
-        write_csv(report, args.csv)
+    results = check_gates(report, gates)
+    written = _write_outputs(args, report, rollouts, results)
     if args.json:
-        print(json.dumps({**report, "rollouts": rollouts}, indent=2, allow_nan=False))
-        return 0
+        values = gate_values(report)
+        out = {**report, "rollouts": rollouts, "gate_values": values}
+        out["gates"] = [
+            {"gate": r.gate.describe(), "value": r.value, "passed": r.passed} for r in results
+        ]
+        print(json.dumps(out, indent=2, allow_nan=False))
+        return _exit_status(args, rollouts, results)
     console = Console()
     if not args.no_rollouts:
         console.print(summary_table(rollouts))
@@ -66,9 +98,61 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
+    for path in written:
+        console.print(f"wrote {path}", markup=False, highlight=False)
+    return _exit_status(args, rollouts, results)
+
+
+def _write_outputs(
+    args: argparse.Namespace,
+    report: dict[str, Any],
+    rollouts: list[dict[str, Any]],
+    results: list[Any],
+) -> list[str]:
+    written: list[str] = []
     if args.csv:
-        console.print(f"CSV: {args.csv}")
-    return 0
+        from rig.reporting.tidy_csv import write_tidy_csv
+
+        written += [str(p) for p in write_tidy_csv(args.run_dir, report, args.csv)]
+    if args.junit:
+        from rig.reporting.junit import write_junit
+
+        try:
+            write_junit(args.junit, rollouts, results, run_id=str(report.get("run_id", "")))
+        except OSError as exc:
+            raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
+        written.append(args.junit)
+    return written
+
+
+#: statuses of a rollout that finished (its numbers count); anything else is a run error
+FINISHED = frozenset({"ok", "no_audio"})
+
+
+def _exit_status(
+    args: argparse.Namespace, rollouts: list[dict[str, Any]], results: list[Any]
+) -> int:
+    """0, 1 (a gate failed: one line each on stderr) or 3 (gated, and a rollout did not
+    finish); without gates or --junit a readable run is 0, as before."""
+    import sys
+
+    from rig.cli import EXIT_FAILED, EXIT_OK, EXIT_ROLLOUTS_FAILED
+
+    failed = [r for r in results if not r.passed]
+    for r in failed:
+        print(f"rig report: {r.line()}", file=sys.stderr)
+    if failed:
+        return EXIT_FAILED
+    if not (results or args.junit):
+        return EXIT_OK
+    broken = [m for m in rollouts if m.get("status") not in FINISHED]
+    for m in broken:
+        print(
+            f"rig report: run error: {m.get('rollout_id')}: {m.get('status')}"
+            + (f" ({m['reason']})" if m.get("reason") else ""),
+            file=sys.stderr,
+        )
+    return EXIT_ROLLOUTS_FAILED if broken else EXIT_OK
 
 
 def wav_header_lines(run_dir: str, *, repair: bool) -> list[str]:
