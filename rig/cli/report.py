@@ -45,6 +45,21 @@ def add_parser(sub: Any) -> None:
     g.add_argument(
         "--junit", metavar="FILE", help="write a JUnit XML report (one case per rollout)"
     )
+    h = p.add_argument_group("HTML report")
+    h.add_argument("--html", metavar="FILE", help="write one self-contained HTML report page")
+    h.add_argument(
+        "--html-audio",
+        choices=("embed", "link", "none"),
+        default="embed",
+        help="audio players: WAVs embedded (default, up to --html-embed-max-mb), linked by "
+        "relative path, or none",
+    )
+    h.add_argument(
+        "--html-embed-max-mb",
+        type=float,
+        default=25.0,
+        help="embed the run's WAVs only while they total at most this (else link them)",
+    )
     p.add_argument(
         "--status",
         action="append",
@@ -122,6 +137,30 @@ def _write_outputs(
         except OSError as exc:
             raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
         written.append(args.junit)
+    if args.html:
+        from rig.analysis.rollout import read_json
+        from rig.reporting.html import build_html, write_html
+
+        if not 0 <= args.html_embed_max_mb <= 10_000:
+            raise ConfigError(f"--html-embed-max-mb must be in [0, 10000], got "
+                              f"{args.html_embed_max_mb}")  # fmt: skip
+        from pathlib import Path
+
+        text = build_html(
+            args.run_dir,
+            report,
+            rollouts,
+            results,
+            manifest=read_json(Path(args.run_dir) / "manifest.json"),
+            html_path=args.html,
+            audio=args.html_audio,
+            max_embed_mb=args.html_embed_max_mb,
+        )
+        try:
+            write_html(args.html, text)
+        except OSError as exc:
+            raise ConfigError(f"--html {args.html}: cannot write: {exc.strerror}") from exc
+        written.append(args.html)
     return written
 
 
