@@ -87,6 +87,7 @@ DIALECTS: dict[str, str] = {"moshi": "opus"}
 #: module under rig/ -> the extra it needs at import time; every other module imports on the
 #: base dependencies (checked in a bare install by tests/test_packaging.py)
 MODULES: dict[str, str] = {
+    "rig.reporting.otel": "otel",
     "rig.sim.webrtc_server": "webrtc",
     "rig.transports.webrtc": "webrtc",
     "rig.transports.webrtc.peer": "webrtc",

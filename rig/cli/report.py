@@ -45,6 +45,12 @@ def add_parser(sub: Any) -> None:
     g.add_argument(
         "--junit", metavar="FILE", help="write a JUnit XML report (one case per rollout)"
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export each rollout as an OpenTelemetry trace over OTLP/HTTP to "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT (the otel extra)",
+    )
     h = p.add_argument_group("HTML report")
     h.add_argument("--html", metavar="FILE", help="write one self-contained HTML report page")
     h.add_argument(
@@ -124,6 +130,8 @@ def _write_outputs(
     rollouts: list[dict[str, Any]],
     results: list[Any],
 ) -> list[str]:
+    from rig.redact import redact_url
+
     written: list[str] = []
     if args.csv:
         from rig.reporting.tidy_csv import write_tidy_csv
@@ -137,6 +145,24 @@ def _write_outputs(
         except OSError as exc:
             raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
         written.append(args.junit)
+    if args.otel:
+        from rig.extras import require
+
+        require("otel", "--otel")
+        from rig.reporting.otel import ExportError, export_run
+
+        endpoint = os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        )
+        if not endpoint:
+            raise ConfigError(
+                "--otel needs OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318)"
+            )
+        try:
+            n = export_run(args.run_dir)
+        except ExportError as exc:
+            raise ExportError(f"--otel {redact_url(endpoint)}: {exc}") from exc
+        written.append(f"{n} spans to {redact_url(endpoint)} (OTLP/HTTP)")
     if args.html:
         from rig.analysis.rollout import read_json
         from rig.reporting.html import build_html, write_html
