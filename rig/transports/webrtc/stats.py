@@ -49,6 +49,7 @@ class SenderMapping:
     server_ms: float
     rtp_ts: int
     t_ns: int
+    lsr: int = 0  # middle 32 bits of its NTP time: what our report block quotes back
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,10 @@ class RtcpLedger:
                 self.sr_received += 1
                 info = p.sender_info
                 server_ms = ntp_to_unix_ms(info.ntp_timestamp)
-                self.mappings[p.ssrc] = SenderMapping(p.ssrc, server_ms, info.rtp_timestamp, t_ns)
+                lsr = (info.ntp_timestamp >> 16) & 0xFFFF_FFFF
+                self.mappings[p.ssrc] = SenderMapping(
+                    p.ssrc, server_ms, info.rtp_timestamp, t_ns, lsr
+                )
                 out.append(
                     (
                         "rtcp.sr",
