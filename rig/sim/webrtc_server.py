@@ -56,7 +56,7 @@ from rig.transports.webrtc.peer import gather_on, make_peer
 from rig.transports.webrtc.rtp import BufferedFrame
 
 SIM_OPUS_COMPLEXITY = 0
-"""The sim's downlink encoder: the cheapest libopus setting (same 6.5 ms lookahead)."""
+"""The sim's downlink encoder: libopus' cheapest complexity (same 6.5 ms lookahead)."""
 
 FRAME_NS = FRAME_SAMPLES * NS_PER_S // OPUS_RATE
 

@@ -1,10 +1,11 @@
 """Opus for the WebRTC path: libopus through PyAV codec contexts, driven frame by frame.
 
 Encoder settings (recorded in the manifest through `describe()`): 48 kHz mono, 20 ms frames
-(one packet per frame, nothing buffered), `application=voip`, 64 kbit/s VBR, DTX off (a
-silent user still sends a packet every 20 ms, so send timing is uniform), complexity 5 by
-default (libopus' 10 costs about twice the CPU per frame for no timing benefit; see
-docs/webrtc.md). No resampler: the transport hands 48 kHz frames straight in, and one
+(one packet per frame, nothing buffered), 64 kbit/s VBR, DTX off (a silent user still sends
+a packet every 20 ms, so send timing is uniform), `application=audio` and complexity 5 by
+default. At 64 kbit/s `audio` codes CELT only, while `voip` picks hybrid SILK+CELT, which
+costs about twice the CPU per frame; both have the same 6.5 ms (312 sample) lookahead, so
+latency shares are unchanged (measurements in docs/webrtc.md). No resampler: the transport hands 48 kHz frames straight in, and one
 `AudioFrame` is reused, its samples overwritten in place, so a frame costs one libopus call and one
 `bytes` copy of the packet.
 
@@ -31,12 +32,21 @@ TIME_BASE = fractions.Fraction(1, OPUS_RATE)
 class OpusFrameEncoder:
     """One Opus packet per 20 ms mono frame at 48 kHz; partial input waits for the rest."""
 
-    def __init__(self, bitrate: int = 64_000, complexity: int = 5, dtx: bool = False) -> None:
+    def __init__(
+        self,
+        bitrate: int = 64_000,
+        complexity: int = 5,
+        dtx: bool = False,
+        application: str = "audio",
+    ) -> None:
         if not 0 <= complexity <= 10:
             raise ConfigError(f"Opus complexity must be 0..10, got {complexity}")
         self.bitrate = bitrate
         self.complexity = complexity
         self.dtx = dtx
+        if application not in ("audio", "voip"):
+            raise ConfigError(f"Opus application must be audio or voip, got {application!r}")
+        self.application = application
         codec: Any = av.CodecContext.create("libopus", "w")
         codec.bit_rate = bitrate
         codec.format = "s16"
@@ -44,7 +54,7 @@ class OpusFrameEncoder:
         codec.sample_rate = OPUS_RATE
         codec.time_base = TIME_BASE
         codec.options = {
-            "application": "voip",
+            "application": application,
             "frame_duration": "20",
             "vbr": "on",
             "dtx": "1" if dtx else "0",
@@ -82,7 +92,7 @@ class OpusFrameEncoder:
         return {
             "codec": "opus/48000/1",
             "frame_ms": 20,
-            "application": "voip",
+            "application": self.application,
             "bitrate": self.bitrate,
             "vbr": True,
             "dtx": self.dtx,
