@@ -5,9 +5,9 @@ Encoder settings (recorded in the manifest through `describe()`): 48 kHz mono, 2
 a packet every 20 ms, so send timing is uniform), `application=audio` and complexity 5 by
 default. At 64 kbit/s `audio` codes CELT only, while `voip` picks hybrid SILK+CELT, which
 costs about twice the CPU per frame; both have the same 6.5 ms (312 sample) lookahead, so
-latency shares are unchanged (measurements in docs/webrtc.md). No resampler: the transport hands 48 kHz frames straight in, and one
-`AudioFrame` is reused, its samples overwritten in place, so a frame costs one libopus call and one
-`bytes` copy of the packet.
+latency shares are unchanged (measurements in docs/webrtc.md). No resampler: the transport
+hands 48 kHz frames straight in, and one `AudioFrame` is reused, its samples overwritten in
+place, so a frame costs one libopus call and one `bytes` copy of the packet.
 
 The decoder is one PyAV context per stream (mono s16 out); the transport calls it off the
 packet path, when the session pulls the frame.

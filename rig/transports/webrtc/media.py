@@ -13,8 +13,9 @@ patched classes):
   forever, costing nothing), and wraps the sender's `send(parameters)` to learn the
   negotiated payload type, SSRC and MID, and its `_send_rtcp` so every RTCP sender report
   aiortc schedules (every 0.5-1.5 s) is rewritten from the rig's own counters: NTP and RTP
-  time of the same instant, plus a report block about the incoming stream with LSR/DLSR
-  measured on the shared clock. The receiver's `receive(parameters)` is wrapped to learn
+  time of the same instant (the RTP time extrapolated from the least-late packet sent, so a
+  late frame does not shift the mapping), plus a report block about the incoming stream
+  with LSR/DLSR measured on the shared clock. The receiver's `receive(parameters)` is wrapped to learn
   which payload types are Opus.
 - `attach(dtls)` wraps the DTLS transport: incoming RTP of the Opus payload types is
   stamped (shared clock, right after SRTP), counted (`RtpReceiveStats`) and filed in the
@@ -106,7 +107,9 @@ class DirectAudio:
         self.foreign_rtp = 0  # RTP of other payload types, left to aiortc
         self._recv_pts: set[int] = set()
         self._send_rtp: Callable[[bytes], Awaitable[None]] | None = None
-        self._last_sent: tuple[int, int] | None = None  # (RTP timestamp, t_ns) of the latest
+        self._first_ts: int | None = None  # RTP timestamp of our first packet
+        self._samples_sent = 0
+        self._rtp_zero_ns: int | None = None  # shared-clock time of _first_ts (least-late)
         self._attached: set[int] = set()
 
     # --- wiring ---------------------------------------------------------------------------
@@ -205,13 +208,20 @@ class DirectAudio:
         pz, send_rtp = self.packetizer, self._send_rtp
         if pz is None or send_rtp is None:
             raise TransportError("WebRTC media is not negotiated yet")
+        if self._first_ts is None:
+            self._first_ts = pz.timestamp
         packet = pz.packet(payload, samples, marker=pz.packets == 0)
         try:
             await send_rtp(packet)
         except ConnectionError as exc:
             raise TransportError(f"WebRTC send failed: {exc}") from exc
         t_ns = self.clock.now_ns()
-        self._last_sent = (pz.last_timestamp, t_ns)
+        # where RTP time zero lies on the shared clock, from the least-late packet so far: the
+        # pacer is never early, so the smallest offset is the closest to its timeline
+        zero = t_ns - self._samples_sent * NS_PER_S // OPUS_RATE
+        if self._rtp_zero_ns is None or zero < self._rtp_zero_ns:
+            self._rtp_zero_ns = zero
+        self._samples_sent += samples
         return t_ns
 
     def sender_report(self) -> RtcpSrPacket:
@@ -221,9 +231,9 @@ class DirectAudio:
         t_ns = self.clock.now_ns()
         ntp = current_ntp_time()
         rtp_ts = pz.timestamp
-        if self._last_sent is not None:
-            ts, t_sent = self._last_sent
-            rtp_ts = (ts + (t_ns - t_sent) * OPUS_RATE // NS_PER_S) & 0xFFFF_FFFF
+        if self._first_ts is not None and self._rtp_zero_ns is not None:
+            elapsed = (t_ns - self._rtp_zero_ns) * OPUS_RATE // NS_PER_S
+            rtp_ts = (self._first_ts + elapsed) & 0xFFFF_FFFF
         info = RtcpSenderInfo(ntp, rtp_ts, pz.packets & 0xFFFF_FFFF, pz.octets & 0xFFFF_FFFF)
         report = self.report_block(t_ns)
         return RtcpSrPacket(pz.ssrc, info, [report] if report is not None else [])
