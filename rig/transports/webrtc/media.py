@@ -15,8 +15,8 @@ patched classes):
   aiortc schedules (every 0.5-1.5 s) is rewritten from the rig's own counters: NTP and RTP
   time of the same instant (the RTP time extrapolated from the least-late packet sent, so a
   late frame does not shift the mapping), plus a report block about the incoming stream
-  with LSR/DLSR measured on the shared clock. The receiver's `receive(parameters)` is wrapped to learn
-  which payload types are Opus.
+  with LSR/DLSR measured on the shared clock. The receiver's `receive(parameters)` is
+  wrapped to learn which payload types are Opus.
 - `attach(dtls)` wraps the DTLS transport: incoming RTP of the Opus payload types is
   stamped (shared clock, right after SRTP), counted (`RtpReceiveStats`) and filed in the
   rig's `JitterBuffer`; released frames go to `on_frames` undecoded (the caller decodes off
