@@ -130,11 +130,13 @@ def test_opus_encoder_one_packet_per_20_ms_and_buffers_partial_frames() -> None:
     assert enc.describe()["dtx"] is False and enc.describe()["complexity"] == 5
     with pytest.raises(ConfigError):
         OpusFrameEncoder(complexity=11)
+    with pytest.raises(ConfigError, match="transient"):
+        OpusFrameEncoder(complexity=0)
     with pytest.raises(ConfigError):
         OpusFrameEncoder(application="music")
 
 
-@pytest.mark.parametrize(("application", "complexity"), [("audio", 5), ("audio", 0), ("voip", 5)])
+@pytest.mark.parametrize(("application", "complexity"), [("audio", 5), ("audio", 2), ("voip", 5)])
 def test_opus_settings_keep_the_312_sample_lookahead(application: str, complexity: int) -> None:
     """decompose.py subtracts 6.5 ms of codec lookahead: every setting offered must have it."""
     rng = np.random.default_rng(0)
@@ -147,3 +149,20 @@ def test_opus_settings_keep_the_312_sample_lookahead(application: str, complexit
     )
     assert lag == 312
     assert y.dtype == np.int16 and y.size == x.size
+
+
+@pytest.mark.parametrize("complexity", [2, 5, 10])
+def test_a_noisy_onset_decodes_no_more_than_2_ms_early(complexity: int) -> None:
+    """Pre-echo bound for the settings the rig and the sim use (complexity 0 reached 14 ms)."""
+    rng = np.random.default_rng(0)
+    noise = (rng.standard_normal(24_000) * 2900).astype(np.int16)
+    for offset in (100, 400, 700, 900):
+        x = np.zeros(960 * 20, np.int16)
+        onset = 960 * 8 + offset
+        x[onset:] = noise[: x.size - onset]
+        enc, dec = OpusFrameEncoder(complexity=complexity), OpusFrameDecoder()
+        y = np.concatenate(
+            [dec.decode(p) for k in range(20) for p in enc.encode(x[k * 960 :][:960])]
+        )
+        first = int(np.flatnonzero(np.abs(y.astype(np.int32)) > 327)[0])  # -40 dBFS
+        assert -96 <= first - 312 - onset <= 5, (offset, first - 312 - onset)

@@ -5,7 +5,9 @@ Encoder settings (recorded in the manifest through `describe()`): 48 kHz mono, 2
 a packet every 20 ms, so send timing is uniform), `application=audio` and complexity 5 by
 default. At 64 kbit/s `audio` codes CELT only, while `voip` picks hybrid SILK+CELT, which
 costs about twice the CPU per frame; both have the same 6.5 ms (312 sample) lookahead, so
-latency shares are unchanged (measurements in docs/webrtc.md). No resampler: the transport
+latency shares are unchanged (measurements in docs/webrtc.md). Complexity 0 is refused: it
+turns off CELT's transient detection, and pre-echo then moves a noisy onset up to 14 ms
+early in the decoded audio. No resampler: the transport
 hands 48 kHz frames straight in, and one `AudioFrame` is reused, its samples overwritten in
 place, so a frame costs one libopus call and one `bytes` copy of the packet.
 
@@ -39,8 +41,11 @@ class OpusFrameEncoder:
         dtx: bool = False,
         application: str = "audio",
     ) -> None:
-        if not 0 <= complexity <= 10:
-            raise ConfigError(f"Opus complexity must be 0..10, got {complexity}")
+        if not 1 <= complexity <= 10:
+            raise ConfigError(
+                f"Opus complexity must be 1..10, got {complexity} (0 turns off CELT's transient "
+                "detection: a noisy onset smears up to 14 ms earlier, which corrupts timing)"
+            )
         self.bitrate = bitrate
         self.complexity = complexity
         self.dtx = dtx
