@@ -287,6 +287,7 @@ class _RtcSession:
     # --- downlink --------------------------------------------------------------------------
 
     async def _downlink(self) -> None:
+        await self.media.negotiated.wait()  # aiortc starts the sender just after DTLS connects
         k = 0
         while True:
             t_tick = self.t_start_ns + (k + 1) * FRAME_NS

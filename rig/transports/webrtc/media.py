@@ -111,6 +111,7 @@ class DirectAudio:
         self._samples_sent = 0
         self._rtp_zero_ns: int | None = None  # shared-clock time of _first_ts (least-late)
         self._attached: set[int] = set()
+        self.negotiated = asyncio.Event()  # set once aiortc started our sender
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class DirectAudio:
                 timestamp=random.getrandbits(32),
                 extensions=ext,
             )
+            self.negotiated.set()
             await send(parameters)
 
         async def sender_rtcp(packets: list[AnyRtcpPacket]) -> None:

@@ -183,8 +183,10 @@ class WebRtcTransport:
             ) from None
         if self._failed:
             raise TransportError(self._failed)
-        if not self.media.ready:
-            raise TransportError("the answer negotiated no Opus audio we can send")
+        try:  # aiortc starts the sender right after DTLS connects, in its own task
+            await asyncio.wait_for(self.media.negotiated.wait(), self.connect_timeout_s)
+        except TimeoutError:
+            raise TransportError("connected, but aiortc never started an audio sender") from None
         self.connect_ms = round((self.clock.now_ns() - t0) / 1e6, 3)
         if self.signalling.keepalive is not None:
             self._tasks.append(asyncio.create_task(self._keepalive(*self.signalling.keepalive)))
