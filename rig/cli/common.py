@@ -1,4 +1,8 @@
-"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them."""
+"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them.
+
+Imported when the parser is built, so at module level only the standard library and
+rig.errors / rig.extras: the session, runner and transports are imported where used.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rig.clock.base import Clock
-from rig.dialects import get_dialect
 from rig.errors import ConfigError
-from rig.runner import RolloutSpec, Runner
-from rig.scenarios import ScenarioItem
-from rig.session import SessionConfig
-from rig.transports.base import Transport
-from rig.transports.websocket import WebSocketTransport, redact_url
+from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
+
+if TYPE_CHECKING:
+    from rig.clock.base import Clock
+    from rig.runner import RolloutSpec, Runner
+    from rig.scenarios import ScenarioItem
+    from rig.session import SessionConfig
+    from rig.transports.base import Transport
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -50,6 +55,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="resume into a run directory recorded with another target or configuration "
+        "(refused otherwise; the differences are recorded in the manifest)",
+    )
+    p.add_argument(
         "--mqtt",
         help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
         "password also from RIG_MQTT_PASSWORD)",
@@ -71,9 +82,59 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
+    """Fail up front, in one line naming the extra, when an option needs one that is missing
+    (before any rollout starts or any file is written)."""
+    if transport in TRANSPORTS:
+        require(TRANSPORTS[transport], f"--transport {transport}")
+    if transport == "device":
+        backend = getattr(args, "backend", None) or "sounddevice"
+        require(BACKENDS[backend], f"--transport device --backend {backend}")
+    if transport == "ws" and dialect in DIALECTS:
+        require(DIALECTS[dialect], f"--dialect {dialect}")
+    if getattr(args, "mqtt", None):
+        require("mqtt", "--mqtt")
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
+    (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
+    MemoryError, a silent clamp or a directory outside `--out`."""
+    from rig.ids import check_id
+    from rig.limits import bounded, local_rate
+
+    if getattr(args, "run_id", None) is not None:
+        check_id(args.run_id, "--run-id")
+    ints = (
+        ("--concurrency", "concurrency", 1, 100_000),
+        ("--connect-concurrency", "connect_concurrency", 1, 100_000),
+        ("--repeat", "repeat", 1, 1_000_000),
+        ("--rt-priority", "rt_priority", 0, 99),
+    )
+    for flag, name, lo, hi in ints:
+        v = getattr(args, name, None)
+        if v is not None and not lo <= v <= hi:
+            raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
+    floats = (
+        ("--frame-ms", "frame_ms", 2.5, 1000.0),
+        ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
+        ("--max-s", "max_s", 0.001, 86_400.0),
+        ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
+    )
+    for flag, name, flo, fhi in floats:
+        v = getattr(args, name, None)
+        if v is not None:
+            bounded(v, flo, fhi, flag)
+    if getattr(args, "sample_rate", None) is not None:
+        local_rate(args.sample_rate, "--sample-rate")
+
+
 def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
+    from rig.session import SessionConfig
+
     base = dict(
         frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
         drain_quiet_s=args.drain_quiet_s,
@@ -85,6 +146,9 @@ def session_config(
 
 
 def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+    from rig.dialects import get_dialect
+    from rig.transports.websocket import WebSocketTransport
+
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
             dialect,
@@ -124,6 +188,8 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
 
 
 def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
+    from rig.dialects import get_dialect
+
     if dialect in ("rig", "raw"):
         return requested or 16_000
     d = get_dialect(dialect, **(options or {}))
@@ -133,7 +199,7 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    import json
+    from rig import safejson
 
     out: dict[str, Any] = {}
     for pair in pairs or []:
@@ -141,8 +207,8 @@ def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
         if not eq or not key.strip():
             raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
         try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
+            out[key.strip()] = safejson.parse(value)
+        except ValueError:  # not JSON (or NaN, 10^5-deep...): the plain string
             out[key.strip()] = value
     return out
 
@@ -162,6 +228,10 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    from rig.dialects import get_dialect
+    from rig.redact import redact_url
+    from rig.runner import RolloutSpec
+
     for item in items:
         if item.meta.get("history") and transport != "ws":
             raise ConfigError(
@@ -169,8 +239,6 @@ def build_specs(
                 "text (openai, grok, gemini); use prefill audio over other transports"
             )
     if transport == "device":
-        from rig.cli.run import device_specs  # --output/--input/--calibration live there
-
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
@@ -180,7 +248,7 @@ def build_specs(
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
-    preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
+    preferred = probe.frame_ms  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
     for item in items:
         if item.meta.get("history") and transport == "ws":
@@ -211,6 +279,52 @@ def build_specs(
     return specs
 
 
+def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
+    """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    from rig.device.calibration import load_calibration
+    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+    from rig.runner import RolloutSpec
+    from rig.transports.device import device_factory
+
+    if not args.output or not args.input:
+        raise ConfigError("--transport device needs --output DEV and --input DEV")
+    if args.concurrency > 1:
+        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
+    opts = DeviceOptions(
+        output=args.output,
+        input=args.input,
+        rate=args.sample_rate or 48_000,
+        channels=args.channels,
+        blocksize=args.blocksize,
+        latency=parse_latency(args.latency),
+        duplex=args.duplex,
+        backend=args.backend,
+    )
+    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
+    key = path_key(stream, opts)
+    cal = load_calibration(args.calibration, key)
+    target = {
+        "transport": "device",
+        **key.as_dict(),
+        "channels": opts.channels,
+        "calibration": None if cal is None else cal.as_dict(),
+        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
+    }
+    specs = []
+    for rid, item, rep in repeated(items, args.repeat):
+        specs.append(
+            RolloutSpec(
+                rid,
+                item.plan,
+                device_factory(opts, args.calibration),
+                target,
+                {**item.meta, "repeat": rep},
+                session_config(args, item.session),
+            )
+        )
+    return specs
+
+
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
     """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
     return asyncio.run(_run_specs(args, specs, config))
@@ -225,6 +339,7 @@ async def _run_specs(
 
     from rig.clock.base import MonotonicClock
     from rig.dashboard.live import Dashboard
+    from rig.runner import Runner
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher
 
@@ -238,6 +353,7 @@ async def _run_specs(
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
+        force_resume=bool(getattr(args, "force_resume", False)),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
@@ -262,7 +378,9 @@ async def _run_specs(
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
 
-            await stack.enter_async_context(MqttPublisher(bus, parse_mqtt_url(args.mqtt)))
+            await stack.enter_async_context(
+                MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
+            )
             if getattr(args, "device_clock", None):
                 from rig.telemetry.deviceclock import DeviceClockProbe
 

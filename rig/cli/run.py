@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
+from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.common import (
     add_run_options,
     build_specs,
+    check_run_options,
     parse_dialect_options,
-    repeated,
+    require_extras,
     run_specs,
-    session_config,
     uplink_rate,
 )
 from rig.errors import ConfigError
-from rig.runner import RolloutSpec
-from rig.scenarios import ScenarioItem, resolve
-from rig.summary import print_summary
+from rig.extras import BACKENDS
+
+if TYPE_CHECKING:
+    pass
 
 
 def add_parser(sub: Any) -> None:
@@ -42,7 +45,7 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("sound card (--transport device)")
     g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
     g.add_argument("--input", help="device the system is recorded from")
-    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
     g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
@@ -55,57 +58,13 @@ def add_parser(sub: Any) -> None:
     add_run_options(p)
 
 
-def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
-    """Rollouts over a sound card; devices, format and calibration are checked up front."""
-    from rig.transports.device import (
-        DeviceOptions,
-        device_factory,
-        load_calibration,
-        open_checked,
-        parse_latency,
-        path_key,
-    )
-
-    if not args.output or not args.input:
-        raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency > 1:
-        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
-    opts = DeviceOptions(
-        output=args.output,
-        input=args.input,
-        rate=args.sample_rate or 48_000,
-        channels=args.channels,
-        blocksize=args.blocksize,
-        latency=parse_latency(args.latency),
-        duplex=args.duplex,
-        backend=args.backend,
-    )
-    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
-    key = path_key(stream, opts)
-    cal = load_calibration(args.calibration, key)
-    target = {
-        "transport": "device",
-        **key.as_dict(),
-        "channels": opts.channels,
-        "calibration": None if cal is None else cal.as_dict(),
-        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
-    }
-    specs = []
-    for rid, item, rep in repeated(items, args.repeat):
-        specs.append(
-            RolloutSpec(
-                rid,
-                item.plan,
-                device_factory(opts, args.calibration),
-                target,
-                {**item.meta, "repeat": rep},
-                session_config(args, item.session),
-            )
-        )
-    return specs
-
-
 def run(args: argparse.Namespace) -> int:
+    from rig.reporting.summary import print_summary
+
+    check_run_options(args)
+    from rig.scenarios import resolve
+
+    require_extras(args, args.transport, args.dialect)
     if args.transport == "device":
         rate = args.sample_rate or 48_000
     else:
@@ -135,4 +94,12 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
-    return 0 if all(m.get("status") == "ok" for m in rollouts) else 3
+    if runner.stop_reason:
+        print(
+            f"rig run: stopped early: {runner.stop_reason}; free space and run again with "
+            f"--run-id {runner.run_id} to resume",
+            file=sys.stderr,
+        )
+        return EXIT_ROLLOUTS_FAILED
+    ok = all(m.get("status") == "ok" for m in rollouts)
+    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -2,7 +2,8 @@
 
 Nothing here reads a clock, touches a terminal or holds state: `render(snapshot, detail=...)`
 returns a renderable that rich's Live thread (or a capture Console in tests) can print. Keep
-it that way so the audio loop never waits for rendering.
+it that way so the audio loop never waits for rendering. Ids, targets, states and reasons come
+from the broker (anyone can publish): they go in as `Text`, never as markup.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def fleet_table(snapshot: FleetSnapshot, max_rows: int = 30, detail: str | None 
     counts = " ".join(f"{k}={v}" for k, v in sorted(snapshot.state_counts.items()))
     title = f"rig · {', '.join(snapshot.run_ids) or 'no run yet'} · {counts or 'no rollouts'}"
     table = Table(
-        title=title + " · ms, dBFS",
+        title=Text(title + " · ms, dBFS"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         collapse_padding=True,
@@ -96,8 +97,8 @@ def fleet_table(snapshot: FleetSnapshot, max_rows: int = 30, detail: str | None 
     for r in rows[:max_rows]:
         marker = "▶ " if r.rollout_id == detail else ""
         table.add_row(
-            marker + r.rollout_id,
-            r.target or "–",
+            Text(marker + r.rollout_id),
+            Text(r.target or "–"),
             _state_text(r),
             _elapsed(r.elapsed_s),
             f"{_ms(r.lateness_p50_ms)}/{_ms(r.lateness_p99_ms)}",
@@ -168,7 +169,7 @@ def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
         events.append(f"{ev.kind:<8} ", style="dim")
         events.append(ev.text)
     grid.add_row("recent", events if r.recent else Text("–", style="dim"))
-    return Panel(grid, title=f"rollout {r.rollout_id}", title_align="left")
+    return Panel(grid, title=Text(f"rollout {r.rollout_id}"), title_align="left")
 
 
 def pick_detail(snapshot: FleetSnapshot, wanted: str | None) -> RolloutSnapshot | None:

@@ -23,8 +23,8 @@ from typing import Any
 import av
 import numpy as np
 
+from rig.audio.pcm import Pcm16
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import Pcm16
 
 OPUS_RATE = 48_000
 FRAME_SAMPLES = 960  # 20 ms at 48 kHz

@@ -47,7 +47,8 @@ from aiortc.rtp import (
     is_rtcp,
 )
 
-from rig.clock.base import NS_PER_S, Clock
+from rig.clock.base import Clock
+from rig.core.units import NS_PER_S
 from rig.errors import TransportError
 from rig.transports.webrtc.codec import FRAME_SAMPLES, OPUS_RATE
 from rig.transports.webrtc.rtp import (

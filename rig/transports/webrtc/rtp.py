@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from rig.clock.base import NS_PER_S
+from rig.core.units import NS_PER_S
 
 RTP_VERSION = 2
 _HEADER = struct.Struct("!BBHII")

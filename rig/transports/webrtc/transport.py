@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,9 +38,11 @@ from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
-from rig.transports.base import DownAudio, DownEvent, Pcm16
+from rig.transports.base import Transport
 from rig.transports.webrtc.codec import OPUS_RATE, OpusFrameDecoder, OpusFrameEncoder
 from rig.transports.webrtc.media import DirectAudio
 from rig.transports.webrtc.peer import gather_on, is_loopback_host, make_peer
@@ -65,7 +68,7 @@ def peak(pcm: Pcm16) -> int:
     return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
-class WebRtcTransport:
+class WebRtcTransport(Transport):
     """A live WebRTC participant: Opus audio both ways, RTCP stats, optional data channels."""
 
     def __init__(
@@ -333,7 +336,7 @@ class WebRtcTransport:
             **self.ledger.summary(),
         }
 
-    async def receive(self) -> Any:
+    async def receive(self) -> AsyncIterator[Incoming]:
         while True:
             item = await self._queue.get()
             if item is _END:
