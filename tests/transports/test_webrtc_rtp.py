@@ -18,6 +18,7 @@ from rig.transports.webrtc.rtp import (
     parse_rtp,
     seq_newer,
 )
+from rig.transports.webrtc.stats import ntp_to_unix_ms, unix_ns_to_ntp
 
 MID_URI = "urn:ietf:params:rtp-hdrext:sdes:mid"
 
@@ -166,3 +167,17 @@ def test_a_noisy_onset_decodes_no_more_than_2_ms_early(complexity: int) -> None:
         )
         first = int(np.flatnonzero(np.abs(y.astype(np.int32)) > 327)[0])  # -40 dBFS
         assert -96 <= first - 312 - onset <= 5, (offset, first - 312 - onset)
+
+
+def test_sender_report_ntp_time_round_trips_through_unix_ns() -> None:
+    # aiortc's own conversion of the same instant (datetime -> NTP) agrees to the microsecond
+    import datetime
+
+    from aiortc.clock import datetime_to_ntp
+
+    unix_ns = 1_767_225_600_123_456_000  # 2026-01-01 00:00:00.123456 UTC
+    ntp = unix_ns_to_ntp(unix_ns)
+    dt = datetime.datetime.fromtimestamp(unix_ns // 1000 / 1e6, datetime.UTC)
+    assert abs(ntp - datetime_to_ntp(dt)) <= (1 << 32) // 1_000_000
+    assert ntp_to_unix_ms(ntp) == pytest.approx(unix_ns / 1e6, abs=1e-3)
+    assert ntp >> 32 == unix_ns // 1_000_000_000 + 2_208_988_800

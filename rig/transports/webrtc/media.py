@@ -12,11 +12,11 @@ patched classes):
 - `bind(transceiver)` gives the sender a `SilentTrack` (aiortc's sender task waits on it
   forever, costing nothing), and wraps the sender's `send(parameters)` to learn the
   negotiated payload type, SSRC and MID, and its `_send_rtcp` so every RTCP sender report
-  aiortc schedules (every 0.5-1.5 s) is rewritten from the rig's own counters: NTP and RTP
-  time of the same instant (the RTP time extrapolated from the least-late packet sent, so a
-  late frame does not shift the mapping), plus a report block about the incoming stream
-  with LSR/DLSR measured on the shared clock. The receiver's `receive(parameters)` is
-  wrapped to learn which payload types are Opus.
+  aiortc schedules (every 0.5-1.5 s) is rewritten from the rig's own counters: NTP (wall
+  clock, `rig.clock.wall`) and RTP time of the same instant (the RTP time extrapolated from
+  the least-late packet sent, so a late frame does not shift the mapping), plus a report
+  block about the incoming stream with LSR/DLSR measured on the shared clock. The
+  receiver's `receive(parameters)` is wrapped to learn which payload types are Opus.
 - `attach(dtls)` wraps the DTLS transport: incoming RTP of the Opus payload types is
   stamped (shared clock, right after SRTP), counted (`RtpReceiveStats`) and filed in the
   rig's `JitterBuffer`; released frames go to `on_frames` undecoded (the caller decodes off
@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiortc import RTCRtpTransceiver
-from aiortc.clock import current_ntp_time
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdtlstransport import RTCDtlsTransport
 from aiortc.rtp import (
@@ -48,6 +47,7 @@ from aiortc.rtp import (
 )
 
 from rig.clock.base import Clock
+from rig.clock.wall import wall_ns
 from rig.core.units import NS_PER_S
 from rig.errors import TransportError
 from rig.transports.webrtc.codec import FRAME_SAMPLES, OPUS_RATE
@@ -58,7 +58,7 @@ from rig.transports.webrtc.rtp import (
     RtpReceiveStats,
     parse_rtp,
 )
-from rig.transports.webrtc.stats import RtcpLedger
+from rig.transports.webrtc.stats import RtcpLedger, unix_ns_to_ntp
 
 MID_URI = "urn:ietf:params:rtp-hdrext:sdes:mid"
 
@@ -232,7 +232,7 @@ class DirectAudio:
         pz = self.packetizer
         assert pz is not None
         t_ns = self.clock.now_ns()
-        ntp = current_ntp_time()
+        ntp = unix_ns_to_ntp(wall_ns())  # the NTP field is wall time by definition
         rtp_ts = pz.timestamp
         if self._first_ts is not None and self._rtp_zero_ns is not None:
             elapsed = (t_ns - self._rtp_zero_ns) * OPUS_RATE // NS_PER_S
