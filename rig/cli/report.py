@@ -130,8 +130,6 @@ def _write_outputs(
     rollouts: list[dict[str, Any]],
     results: list[Any],
 ) -> list[str]:
-    from rig.redact import redact_url
-
     written: list[str] = []
     if args.csv:
         from rig.reporting.tidy_csv import write_tidy_csv
@@ -146,23 +144,15 @@ def _write_outputs(
             raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
         written.append(args.junit)
     if args.otel:
-        from rig.extras import require
-
-        require("otel", "--otel")
+        from rig.cli.run import otel_endpoint
         from rig.reporting.otel import ExportError, export_run
 
-        endpoint = os.environ.get(
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        )
-        if not endpoint:
-            raise ConfigError(
-                "--otel needs OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318)"
-            )
+        endpoint = otel_endpoint()
         try:
             n = export_run(args.run_dir)
         except ExportError as exc:
-            raise ExportError(f"--otel {redact_url(endpoint)}: {exc}") from exc
-        written.append(f"{n} spans to {redact_url(endpoint)} (OTLP/HTTP)")
+            raise ExportError(f"--otel {endpoint}: {exc}") from exc
+        written.append(f"{n} spans to {endpoint} (OTLP/HTTP)")
     if args.html:
         from rig.analysis.rollout import read_json
         from rig.reporting.html import build_html, write_html

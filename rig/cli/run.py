@@ -55,6 +55,12 @@ def add_parser(sub: Any) -> None:
         default="auto",
         help="auto (stored for this exact path), none, or a calibration JSON file",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="after the run, export each rollout as an OpenTelemetry trace over OTLP/HTTP to "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT (the otel extra; as rig report --otel)",
+    )
     add_run_options(p)
 
 
@@ -65,6 +71,8 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
     from rig.scenarios import resolve
 
     require_extras(args, args.transport, args.dialect)
+    if getattr(args, "otel", False):
+        otel_endpoint()  # checked before anything streams
     if args.transport == "device":
         rate = args.sample_rate or 48_000
     else:
@@ -96,7 +104,38 @@ async def run_async(args: argparse.Namespace) -> Runner:
 
     # scenario files, WAV decoding and device checks block: not on the caller's loop
     specs, config = await asyncio.to_thread(prepare, args)
-    return await run_specs_async(args, specs, config)
+    return await _execute(args, specs, config)
+
+
+async def _execute(
+    args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]
+) -> Runner:
+    """The run, then (with --otel) its traces, exported off the loop after the last rollout."""
+    import asyncio
+
+    runner = await run_specs_async(args, specs, config)
+    if getattr(args, "otel", False):
+        from rig.reporting.otel import export_run
+
+        n = await asyncio.to_thread(export_run, runner.run_dir)
+        print(f"rig run: exported {n} spans to {otel_endpoint()} (OTLP/HTTP)", file=sys.stderr)
+    return runner
+
+
+def otel_endpoint() -> str:
+    """The OTLP endpoint from the standard variables (redacted), or a usage error."""
+    import os
+
+    from rig.extras import require
+    from rig.redact import redact_url
+
+    require("otel", "--otel")
+    endpoint = os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    if not endpoint:
+        raise ConfigError("--otel needs OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318)")
+    return redact_url(endpoint)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     specs, config = prepare(args)
-    runner = asyncio.run(run_specs_async(args, specs, config))
+    runner = asyncio.run(_execute(args, specs, config))
     rollouts = print_summary(runner.run_dir)
     if runner.stop_reason:
         print(

@@ -89,3 +89,25 @@ async def test_bad_options_are_clear_errors_before_anything_is_written(tmp_path:
     with pytest.raises(ConfigError, match=r"rig.run\(\) blocks"):
         rig.run("builtin:demo", target="ws://127.0.0.1:9")
     assert not os.listdir(tmp_path)
+
+
+@pytest.mark.realtime
+async def test_a_new_cli_option_is_an_api_option_otel_after_the_run(
+    sim_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rig run --otel` as `otel=True`: the traces go out after the run, off the loop."""
+    pytest.importorskip("opentelemetry.sdk")
+    from tests.support.otlp import otlp_receiver, spans_of
+
+    with otlp_receiver() as (endpoint, requests):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        result = await rig.run_async(WAV, target=sim_url, out=str(tmp_path), headless=True,
+                                     max_s=20.0, otel=True)  # fmt: skip
+    assert result.ok
+    names = sorted(s.name for s in spans_of(requests))
+    assert names == sorted(["rig.rollout", "rig.response", "rig.uplink", "rig.model",
+                            "rig.downlink", "rig.queue"])  # fmt: skip
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    with pytest.raises(ConfigError, match="needs OTEL_EXPORTER_OTLP_ENDPOINT"):
+        await rig.run_async(WAV, target=sim_url, out=str(tmp_path / "x"), otel=True)
+    assert "x" not in os.listdir(tmp_path)
