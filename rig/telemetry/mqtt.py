@@ -1,9 +1,11 @@
 """MQTT bridge (aiomqtt): publish the bus to a broker, or feed a bus from one.
 
 How this works:
-- Topics: `rig/<run>/<rollout>/<kind>`; ids have `/ + #` replaced by `_`. Payloads are JSON
-  `{"v": 1, "kind", "run", "rollout", "t_ns", "data"}` (see docs/telemetry.md). Status
-  messages are retained, so a watcher that starts late still sees every rollout's state.
+- Topics: `rig/<run>/<rollout>/<kind>`; ids have `/ + #` replaced by `_` (run-level events
+  have an empty rollout id: `rig/<run>/_/run`). Payloads are JSON
+  `{"v": 2, "kind", "run", "rollout", "t_ns", "data"}` (see docs/telemetry.md; version 1
+  payloads are still read). Status and run messages are retained, so a watcher that starts
+  late still sees every rollout's state and the run's size.
 - `MqttPublisher` subscribes to the bus with its own bounded queue and wakes `flush_hz`
   times a second: non-chunk events go out as they are, per-chunk events are coalesced per
   rollout and direction into one `chunk_batch` per flush (`ChunkCoalescer`, sans-I/O).
@@ -33,11 +35,12 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from rig.errors import ConfigError, ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
-from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
+from rig.telemetry.events import READABLE_VERSIONS, SCHEMA_VERSION, TelemetryEvent
 
 PASSWORD_ENV = "RIG_MQTT_PASSWORD"
 MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
 SLICE = 256  # events handled between two yields to the loop
+RETAINED_KINDS = frozenset({"status", "run"})  # the latest one is what a late reader needs
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -150,6 +153,10 @@ def redact_url(text: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # made once: json.dumps with
+# arguments builds a new encoder per call, a third of the cost of a small payload
+
+
 def encode(ev: TelemetryEvent) -> bytes:
     data = ev.data
     if ev.kind == "status" and isinstance(data.get("target"), str):
@@ -162,18 +169,19 @@ def encode(ev: TelemetryEvent) -> bytes:
         "t_ns": ev.t_ns,
         "data": data,
     }
-    return json.dumps(payload, separators=(",", ":"), default=str).encode()
+    return _ENCODER.encode(payload).encode()
 
 
 def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
-    """Parse one payload; ProtocolError for anything that is not a v1 telemetry event."""
+    """Parse one payload; ProtocolError for anything that is not a telemetry event of a version
+    this rig reads (READABLE_VERSIONS)."""
     try:
         obj = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"telemetry payload is not JSON: {exc}") from exc
     if not isinstance(obj, dict):
         raise ProtocolError("telemetry payload is not an object", obj)
-    if obj.get("v") != SCHEMA_VERSION:
+    if obj.get("v") not in READABLE_VERSIONS:
         raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
     try:
         data = obj.get("data") or {}
@@ -194,7 +202,17 @@ def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
 
 
 class _Pending:
-    __slots__ = ("run_id", "seq_first", "seq_last", "n", "samples", "lateness", "level", "t_ns")
+    __slots__ = (
+        "run_id",
+        "seq_first",
+        "seq_last",
+        "n",
+        "samples",
+        "lateness",
+        "level",
+        "t_ns",
+        "stalls",
+    )
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -205,6 +223,7 @@ class _Pending:
         self.lateness: list[int] = []
         self.level: float | None = None
         self.t_ns = 0
+        self.stalls: int | None = None  # None: no chunk carried the pacer's stall flag
 
 
 class ChunkCoalescer:
@@ -233,6 +252,9 @@ class ChunkCoalescer:
             p.lateness.append(int(d["lateness_ns"]))
             if len(p.lateness) > 2 * MAX_BATCH_LATENESS:
                 del p.lateness[:-MAX_BATCH_LATENESS]
+        stall = d.get("stall")
+        if stall is not None:
+            p.stalls = (p.stalls or 0) + bool(stall)
         lv = d.get("level_dbfs")
         if lv is not None and (p.level is None or lv > p.level):
             p.level = float(lv)
@@ -247,23 +269,18 @@ class ChunkCoalescer:
                 continue
             p = self._pending.pop(key)
             self._last_flush[(run_id, rollout_id)] = now_ns
-            out.append(
-                TelemetryEvent(
-                    "chunk_batch",
-                    run_id,
-                    rollout_id,
-                    p.t_ns,
-                    {
-                        "dir": direction,
-                        "seq_first": p.seq_first,
-                        "seq_last": p.seq_last,
-                        "n_chunks": p.n,
-                        "n_samples": p.samples,
-                        "lateness_ns": p.lateness[-MAX_BATCH_LATENESS:],
-                        "level_dbfs": p.level,
-                    },
-                )
-            )
+            data = {
+                "dir": direction,
+                "seq_first": p.seq_first,
+                "seq_last": p.seq_last,
+                "n_chunks": p.n,
+                "n_samples": p.samples,
+                "lateness_ns": p.lateness[-MAX_BATCH_LATENESS:],
+                "level_dbfs": p.level,
+            }
+            if p.stalls is not None:
+                data["n_stalls"] = p.stalls
+            out.append(TelemetryEvent("chunk_batch", run_id, rollout_id, p.t_ns, data))
         return out
 
 
@@ -393,7 +410,7 @@ class MqttPublisher:
         if self._sub is None:
             return
         for ev in self._sub.drain():
-            if ev.kind == "status":
+            if ev.kind in RETAINED_KINDS:
                 self._last_status[(ev.run_id, ev.rollout_id)] = ev
             self.stats.dropped_offline += 1
         self.stats.dropped_offline += sum(
@@ -409,7 +426,7 @@ class MqttPublisher:
                 if ev.kind == "chunk":
                     self._coalescer.add(ev)
                     continue
-                if ev.kind == "status":
+                if ev.kind in RETAINED_KINDS:
                     self._last_status[(ev.run_id, ev.rollout_id)] = ev
                 await self._publish(client, ev)
             await asyncio.sleep(0)
@@ -424,7 +441,7 @@ class MqttPublisher:
                 topic(ev.run_id, ev.rollout_id, ev.kind),
                 encode(ev),
                 qos=0,
-                retain=ev.kind == "status",
+                retain=ev.kind in RETAINED_KINDS,
                 timeout=self._timeout_s,
             )
         except Exception:

@@ -5,14 +5,17 @@ amortized: bounded deques and counters). `Reducer.snapshot(now_ns)` freezes that
 a `FleetSnapshot` of `RolloutSnapshot`s that renderers and the headless printer read without
 locks: a snapshot never changes after it is made. Windowed statistics (send lateness p50/p99,
 peak levels) are computed at snapshot time from events inside the window ending at `now_ns`.
-Raw `chunk` events and the MQTT bridge's coalesced `chunk_batch` events reduce to the same
-state, so a dashboard fed from the broker shows what an in-process one shows.
+Raw `chunk` events and the coalesced `chunk_batch` events (MQTT bridge, view feed) reduce to
+the same state, so every view shows the same numbers. Run-level events (`run`, and `rtt` for a
+whole target) carry an empty rollout id and never make a row. The fleet band's numbers come
+from `rig.telemetry.fleet.summarize` over the frozen rollouts.
 
 Pure: no clock reads, no I/O; `now_ns` comes in as an argument.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.fleet import FleetSummary, RunInfo, summarize
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -83,6 +87,17 @@ class RolloutSnapshot:
     up_timeline: tuple[bool, ...]
     down_timeline: tuple[bool, ...]
     recent: tuple[RecentEvent, ...]
+    dialect: str | None = None
+    transport: str | None = None
+    #: the rig's verdict on its own timing for this rollout; None until judged
+    timing_valid: bool | None = None
+    timing_reason: str | None = None
+    rtt_method: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Done with an outcome other than ok."""
+        return self.state == "done" and self.status not in (None, "ok")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +109,7 @@ class FleetSnapshot:
     events_applied: int = 0
     events_dropped: int = 0
     timeline_span_ns: int = 30 * NS_PER_S
+    summary: FleetSummary = field(default_factory=FleetSummary)
 
     def rollout(self, rollout_id: str) -> RolloutSnapshot | None:
         for r in self.rollouts:
@@ -123,9 +139,13 @@ class _Rollout:
         self.first_t_ns: int | None = None
         self.start_ns: int | None = None  # first connecting/running
         self.end_ns: int | None = None
+        self.dialect: str | None = None
+        self.transport: str | None = None
+        self.timing_valid: bool | None = None
+        self.timing_reason: str | None = None
         self.lateness: deque[tuple[int, int]] = deque(maxlen=4096)
         self.stalls = 0
-        self.rtt_ms: float | None = None
+        self.rtt: tuple[int, float, str] | None = None  # (t_ns, rtt_ms, method)
         self.offset_ms: float | None = None
         self.drift_ppm: float | None = None
         self.response: ResponseView | None = None
@@ -152,6 +172,9 @@ class Reducer:
     def __init__(self, config: ReducerConfig | None = None) -> None:
         self.config = config or ReducerConfig()
         self._rollouts: dict[tuple[str, str], _Rollout] = {}
+        self._runs: dict[str, RunInfo] = {}
+        self._target_rtt: dict[tuple[str, str], tuple[int, float, str]] = {}
+        self._latencies_ms: list[float] = []  # every response of the fleet, sorted
         self.applied = 0
         self.dropped = 0  # set by whoever feeds us (subscription/bridge drops)
 
@@ -167,16 +190,27 @@ class Reducer:
     def apply(self, ev: TelemetryEvent) -> None:
         """Fold one event in. Unknown kinds are kept as recent events (forward compatible)."""
         self.applied += 1
-        r = self._get(ev)
         d = ev.data
         kind = ev.kind
+        if not ev.rollout_id:  # run-level: never a row
+            self._run_level(ev)
+            return
+        r = self._get(ev)
         if kind == "chunk":
+            stall = d.get("stall")
             self._chunk(r, ev.t_ns, d.get("dir"), 1, d.get("lateness_ns"), d.get("level_dbfs"))
+            if d.get("lateness_ns") is not None:
+                self._stall(r, int(d["lateness_ns"]), None if stall is None else int(bool(stall)))
         elif kind == "chunk_batch":
             lat = d.get("lateness_ns") or []
             self._chunk(r, ev.t_ns, d.get("dir"), int(d.get("n_chunks", 0)), None, None)
+            n_stalls = d.get("n_stalls")
             for x in lat:
                 self._lateness(r, ev.t_ns, int(x))
+                if n_stalls is None:
+                    self._stall(r, int(x), None)
+            if n_stalls is not None:
+                r.stalls += int(n_stalls)
             self._level(r, ev.t_ns, d.get("dir"), d.get("level_dbfs"))
         elif kind == "status":
             self._status(r, ev)
@@ -189,7 +223,7 @@ class Reducer:
             self._recent(r, ev, f"{d.get('track')} speech {'on' if speech else 'off'}")
         elif kind == "clock":
             if d.get("rtt_ms") is not None:
-                r.rtt_ms = float(d["rtt_ms"])
+                self._rtt(r, ev.t_ns, float(d["rtt_ms"]), "clock fit")
             if d.get("offset_ms") is not None:
                 r.offset_ms = float(d["offset_ms"])
             if d.get("drift_ppm") is not None:
@@ -204,7 +238,11 @@ class Reducer:
                 placement=str(d.get("placement", "arrival")),
             )
             r.n_responses += 1
+            bisect.insort(self._latencies_ms, r.response.latency_ms)
             self._recent(r, ev, f"response {r.response.latency_ms:.0f} ms")
+        elif kind == "rtt":
+            if d.get("rtt_ms") is not None:
+                self._rtt(r, ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
         elif kind == "protocol":
             fields = d.get("fields") or {}
             extra = _fmt_fields(fields) if isinstance(fields, dict) else str(fields)
@@ -229,8 +267,33 @@ class Reducer:
 
     def _lateness(self, r: _Rollout, t_ns: int, lateness_ns: int) -> None:
         r.lateness.append((t_ns, lateness_ns))
-        if lateness_ns > self.config.stall_threshold_ns:
+
+    def _stall(self, r: _Rollout, lateness_ns: int, flagged: int | None) -> None:
+        """The pacer's own verdict when the event carries one, else the display threshold."""
+        if flagged is not None:
+            r.stalls += flagged
+        elif lateness_ns > self.config.stall_threshold_ns:
             r.stalls += 1
+
+    @staticmethod
+    def _rtt(r: _Rollout, t_ns: int, rtt_ms: float, method: str) -> None:
+        if r.rtt is None or t_ns >= r.rtt[0]:
+            r.rtt = (t_ns, rtt_ms, method)
+
+    def _run_level(self, ev: TelemetryEvent) -> None:
+        d = ev.data
+        if ev.kind == "run":
+            conc = d.get("concurrency")
+            self._runs[ev.run_id] = RunInfo(
+                run_id=ev.run_id,
+                t_ns=ev.t_ns,
+                total=int(d.get("total") or 0),
+                skipped=int(d.get("skipped") or 0),
+                concurrency=int(conc) if conc is not None else None,
+            )
+        elif ev.kind == "rtt" and d.get("target") and d.get("rtt_ms") is not None:
+            key = (ev.run_id, str(d["target"]))
+            self._target_rtt[key] = (ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
 
     def _level(self, r: _Rollout, t_ns: int, direction: Any, level: Any) -> None:
         if level is not None:
@@ -241,6 +304,14 @@ class Reducer:
         state = str(d.get("state", r.state))
         if d.get("target") is not None:
             r.target = str(d["target"])
+        if d.get("dialect") is not None:
+            r.dialect = str(d["dialect"])
+        if d.get("transport") is not None:
+            r.transport = str(d["transport"])
+        if "timing_valid" in d:
+            tv = d["timing_valid"]
+            r.timing_valid = None if tv is None else bool(tv)
+            r.timing_reason = None if d.get("timing_reason") is None else str(d["timing_reason"])
         if state in ("connecting", "running") and r.start_ns is None:
             r.start_ns = ev.t_ns
         if state == "done":
@@ -277,7 +348,7 @@ class Reducer:
         counts: dict[str, int] = {}
         for ro in rollouts:
             counts[ro.state] = counts.get(ro.state, 0) + 1
-        runs = tuple(dict.fromkeys(r.run_id for r in rollouts))
+        runs = tuple(dict.fromkeys([*self._runs, *(r.run_id for r in rollouts)]))
         return FleetSnapshot(
             t_ns=now_ns,
             run_ids=runs,
@@ -286,6 +357,7 @@ class Reducer:
             events_applied=self.applied,
             events_dropped=self.dropped,
             timeline_span_ns=self.config.timeline_span_ns,
+            summary=summarize(rollouts, list(self._runs.values()), self._latencies_ms, now_ns),
         )
 
     def _freeze(self, r: _Rollout, now_ns: int, strips: bool) -> RolloutSnapshot:
@@ -300,6 +372,11 @@ class Reducer:
         elapsed = None
         if start is not None:
             elapsed = ((r.end_ns if r.end_ns is not None else now_ns) - start) / NS_PER_S
+        rtt = r.rtt
+        if r.target is not None:
+            host = self._target_rtt.get((r.run_id, r.target))
+            if host is not None and (rtt is None or host[0] > rtt[0]):
+                rtt = host
         return RolloutSnapshot(
             run_id=r.run_id,
             rollout_id=r.rollout_id,
@@ -313,7 +390,7 @@ class Reducer:
             lateness_p50_ms=p50,
             lateness_p99_ms=p99,
             stalls=r.stalls,
-            rtt_ms=r.rtt_ms,
+            rtt_ms=None if rtt is None else rtt[1],
             clock_offset_ms=r.offset_ms,
             clock_drift_ppm=r.drift_ppm,
             last_response=r.response,
@@ -325,6 +402,11 @@ class Reducer:
             up_timeline=self._strip(r.up, now_ns) if strips else (),
             down_timeline=self._strip(r.down, now_ns) if strips else (),
             recent=tuple(r.recent),
+            dialect=r.dialect,
+            transport=r.transport,
+            timing_valid=r.timing_valid,
+            timing_reason=r.timing_reason,
+            rtt_method=None if rtt is None else rtt[2],
         )
 
     def _peak(self, track: _Track, now_ns: int) -> float | None:
