@@ -276,6 +276,7 @@ class Dashboard:
             page=v.page,
             search=v.search,
             message=v.message,
+            width=self.console.size.width,
         )
 
     # -- keys: focus, pages, search --------------------------------------------------------------

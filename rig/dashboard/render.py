@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from rig.telemetry.snapshot import FleetSnapshot, RolloutSnapshot
@@ -29,8 +28,9 @@ from rig.telemetry.snapshot import FleetSnapshot, RolloutSnapshot
 METER_FLOOR_DBFS = -60.0
 METER_WIDTH = 20
 RECENT_LINES = 4  # recent events in the detail panel
-#: lines that are not table rows: band 2, table header 2, caption 1, panel 10 + recent, footer 1
-FIXED_LINES = 2 + 2 + 1 + 10 + RECENT_LINES + 1
+#: lines that are not table rows: band 2, table header 2, caption 1, panel (2 borders, 8 rows,
+#: a reason) + recent events, footer 1
+FIXED_LINES = 2 + 2 + 1 + 11 + RECENT_LINES + 1
 MIN_ROWS = 3
 _ACTIVE = ("connecting", "running", "draining")
 _STATE_STYLE = {
@@ -96,7 +96,7 @@ def order_rows(rollouts: Sequence[RolloutSnapshot]) -> list[RolloutSnapshot]:
 
 def rows_per_page(height: int) -> int:
     """Table rows that fit a terminal `height` lines tall, with the band, panel and footer."""
-    return max(MIN_ROWS, height - FIXED_LINES - 1)
+    return max(MIN_ROWS, height - FIXED_LINES)
 
 
 def meter(level_dbfs: float | None, width: int = METER_WIDTH) -> Text:
@@ -185,47 +185,115 @@ def fleet_band(snapshot: FleetSnapshot) -> Text:
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    right: bool  # right-justified (numbers)
+    min_width: int
+    max_width: int
+    drop: int  # on a narrow terminal, columns with the highest `drop` go first (0: never)
+
+
+COLUMNS = (
+    Column("rollout", False, 8, 26, 0),
+    Column("target", False, 6, 30, 0),
+    Column("state", False, 7, 22, 0),
+    Column("elapsed", True, 7, 8, 0),
+    Column("late p50/99", True, 11, 15, 0),
+    Column("stalls", True, 6, 7, 0),
+    Column("RTT", True, 5, 8, 3),
+    Column("resp", True, 5, 7, 4),
+    Column("timing", True, 7, 7, 5),
+    Column("up", True, 4, 4, 6),
+    Column("down", True, 4, 4, 7),
+)
+GAP = 2  # spaces between columns
+
+
+def _cells(r: RolloutSnapshot, detail: str | None) -> list[Text]:
+    name = Text("▶ " if r.rollout_id == detail else "  ")
+    name.append(r.rollout_id)
+    return [
+        name,
+        _target_text(r),
+        _state_text(r),
+        Text(_duration(r.elapsed_s)),
+        Text(f"{_ms(r.lateness_p50_ms)}/{_ms(r.lateness_p99_ms)}"),
+        Text(str(r.stalls), style="bold red" if r.stalls else ""),
+        Text(_ms(r.rtt_ms)),
+        Text(_ms(r.last_response.latency_ms if r.last_response else None, 0)),
+        _timing_text(r),
+        Text(_db(r.up_level_dbfs)),
+        Text(_db(r.down_level_dbfs)),
+    ]
+
+
+def _fit(cell: Text, width: int, right: bool) -> Text:
+    """`cell` cut (with an ellipsis) or padded to exactly `width` cells."""
+    if cell.cell_len > width:
+        cell = cell.copy()
+        cell.truncate(width, overflow="ellipsis")
+    pad = " " * (width - cell.cell_len)
+    return Text(pad).append_text(cell) if right else cell.copy().append(pad)
+
+
+def _widths(rows: list[list[Text]], width: int | None) -> list[int | None]:
+    """Each column's width (None: dropped), from the header and the cells shown."""
+    ws = [
+        max(c.min_width, min(c.max_width, max([len(c.name), *(r[i].cell_len for r in rows)])))
+        for i, c in enumerate(COLUMNS)
+    ]
+    out: list[int | None] = list(ws)
+    if width is None:
+        return out
+
+    def total() -> int:
+        shown = [w for w in out if w is not None]
+        return sum(shown) + GAP * (len(shown) - 1)
+
+    for flexible in (1, 0, 2):  # narrow terminal: shrink target, rollout, state first
+        excess = total() - width
+        if excess > 0:
+            w = out[flexible]
+            assert w is not None
+            out[flexible] = max(COLUMNS[flexible].min_width, w - excess)
+    for i in sorted(range(len(COLUMNS)), key=lambda i: -COLUMNS[i].drop):
+        if total() <= width or COLUMNS[i].drop == 0:
+            break
+        out[i] = None
+    return out
+
+
 def fleet_table(
     snapshot: FleetSnapshot,
     max_rows: int = 30,
     detail: str | None = None,
     page: int = 0,
     rows: Sequence[RolloutSnapshot] | None = None,
-) -> Table:
-    """One page of rollouts in display order (`order_rows`); the caption says which page."""
+    width: int | None = None,
+) -> Group:
+    """One page of rollouts in display order (`order_rows`), laid out as fixed-width lines
+    (a rich Table measures every cell on every frame: ten times the cost), with a caption."""
     ordered = list(rows) if rows is not None else order_rows(snapshot.rollouts)
     per_page = max(1, max_rows)
     pages = max(1, -(-len(ordered) // per_page))
     page = max(0, min(page, pages - 1))
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        collapse_padding=True,
-        pad_edge=False,
-        padding=(0, 1),
-        show_edge=False,
-    )
-    table.add_column("rollout", min_width=8, max_width=24, no_wrap=True, overflow="ellipsis")
-    table.add_column("target", min_width=6, max_width=30, no_wrap=True, overflow="ellipsis")
-    table.add_column("state", no_wrap=True, min_width=7, max_width=22, overflow="ellipsis")
-    for column in ("elapsed", "late p50/99", "stalls", "RTT", "resp", "timing", "up", "down"):
-        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     first = page * per_page
-    for r in ordered[first : first + per_page]:
-        name = Text("▶ " if r.rollout_id == detail else "  ")
-        name.append(r.rollout_id)
-        table.add_row(
-            name,
-            _target_text(r),
-            _state_text(r),
-            _duration(r.elapsed_s),
-            f"{_ms(r.lateness_p50_ms)}/{_ms(r.lateness_p99_ms)}",
-            Text(str(r.stalls), style="bold red" if r.stalls else ""),
-            _ms(r.rtt_ms),
-            _ms(r.last_response.latency_ms if r.last_response else None, 0),
-            _timing_text(r),
-            _db(r.up_level_dbfs),
-            _db(r.down_level_dbfs),
-        )
+    cells = [_cells(r, detail) for r in ordered[first : first + per_page]]
+    widths = _widths(cells, width)
+    shown = [(i, w) for i, w in enumerate(widths) if w is not None]
+    header = Text(style="bold")
+    for n, (i, w) in enumerate(shown):
+        c = COLUMNS[i]
+        header.append((" " * GAP if n else "") + (c.name.rjust(w) if c.right else c.name.ljust(w)))
+    lines = [header, Text("─" * header.cell_len, style="dim")]
+    for row in cells:
+        line = Text()
+        for n, (i, w) in enumerate(shown):
+            if n:
+                line.append(" " * GAP)
+            line.append_text(_fit(row[i], w, COLUMNS[i].right))
+        lines.append(line)
     if pages > 1:
         last = min(len(ordered), first + per_page)
         caption = f"page {page + 1}/{pages} · rows {first + 1}-{last} of {len(ordered)} · PgDn/PgUp"
@@ -233,9 +301,11 @@ def fleet_table(
         caption = "no rollouts yet"
     else:
         caption = _count(len(ordered), "rollout")
-    table.caption = caption + " · times in ms, levels in dBFS"
-    table.caption_justify = "left"
-    return table
+    lines.append(Text(caption + " · times in ms, levels in dBFS", style="dim"))
+    for line in lines:
+        line.no_wrap = True
+        line.overflow = "ellipsis"
+    return Group(*lines)
 
 
 def _decomposition(r: RolloutSnapshot) -> Text:
@@ -256,13 +326,21 @@ def _decomposition(r: RolloutSnapshot) -> Text:
     return text
 
 
+def _label(name: str) -> Text:
+    return Text(f"{name:<10} ", style="dim")
+
+
 def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
     """Level meters, speech activity, timeline strip, clock, latency split, recent events."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=10)
-    grid.add_column(no_wrap=True, overflow="ellipsis")
-    grid.add_row("user   ▲", meter(r.up_level_dbfs))
-    grid.add_row("system ▼", meter(r.down_level_dbfs))
+    lines: list[Text] = []
+
+    def row(name: str, value: Text | str) -> None:
+        line = _label(name)
+        line.append_text(value if isinstance(value, Text) else Text(value))
+        lines.append(line)
+
+    row("user   ▲", meter(r.up_level_dbfs))
+    row("system ▼", meter(r.down_level_dbfs))
     speech = Text()
     speech.append(
         "user SPEAKING" if r.up_speech else "user silent",
@@ -273,10 +351,10 @@ def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
         "system SPEAKING" if r.down_speech else "system silent",
         style="bold magenta" if r.down_speech else "dim",
     )
-    grid.add_row("speech", speech)
+    row("speech", speech)
     span_s = timeline_span_ns / 1e9
-    grid.add_row(f"user  -{span_s:.0f}s", strip(r.up_timeline, "green"))
-    grid.add_row(f"system-{span_s:.0f}s", strip(r.down_timeline, "magenta"))
+    row(f"user  -{span_s:.0f}s", strip(r.up_timeline, "green"))
+    row(f"system-{span_s:.0f}s", strip(r.down_timeline, "magenta"))
     clock = Text(f"RTT {_ms(r.rtt_ms)} ms")
     if r.rtt_method:
         clock.append(f" ({r.rtt_method})", style="dim")
@@ -284,30 +362,33 @@ def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
         clock.append(f", offset {r.clock_offset_ms:+.1f} ms")
     if r.clock_drift_ppm is not None:
         clock.append(f", drift {r.clock_drift_ppm:+.1f} ppm")
-    grid.add_row("clock", clock)
+    row("clock", clock)
     chunks = Text(f"up {r.chunks_up}  down {r.chunks_down}  stalls {r.stalls}  timing ")
     chunks.append_text(_timing_text(r))
     if r.timing_reason:
-        chunks.append(f" ({r.timing_reason})")
-    grid.add_row("chunks", chunks)
-    grid.add_row("latency", _decomposition(r))
+        chunks.append(" (")
+        chunks.append(r.timing_reason)
+        chunks.append(")")
+    row("chunks", chunks)
+    row("latency", _decomposition(r))
     if r.reason:
-        grid.add_row("reason", Text(r.reason, style="red" if r.failed else ""))
-    events = Text()
+        row("reason", Text(r.reason, style="red" if r.failed else ""))
     recent = list(reversed(r.recent))[:RECENT_LINES]
     for i, ev in enumerate(recent):
-        if i:
-            events.append("\n")
-        events.append(f"{ev.kind:<8} ", style="dim")
-        events.append(ev.text)
-    grid.add_row("recent", events if recent else Text("–", style="dim"))
+        text = Text(f"{ev.kind:<8} ", style="dim")
+        text.append(ev.text)
+        row("recent" if i == 0 else "", text)
+    if not recent:
+        row("recent", Text("–", style="dim"))
+    for line in lines:
+        line.no_wrap = True
+        line.overflow = "ellipsis"
     title = Text("rollout ")
     title.append(r.rollout_id, style="bold")
-    target = _target_text(r)
     if r.target or r.dialect:
         title.append(" · ")
-        title.append_text(target)
-    return Panel(grid, title=title, title_align="left")
+        title.append_text(_target_text(r))
+    return Panel(Group(*lines), title=title, title_align="left")
 
 
 def pick_detail(snapshot: FleetSnapshot, wanted: str | None) -> RolloutSnapshot | None:
@@ -345,13 +426,15 @@ def render(
     page: int = 0,
     search: str | None = None,
     message: str | None = None,
+    width: int | None = None,
 ) -> RenderableType:
-    """The whole view: band, one page of the table, the detail panel, the footer."""
+    """The whole view: band, one page of the table, the detail panel, the footer. `width`:
+    the terminal's, so the table drops its least needed columns rather than overflow."""
     chosen = pick_detail(snapshot, detail)
     rows = order_rows(snapshot.rollouts)
     parts: list[RenderableType] = [
         fleet_band(snapshot),
-        fleet_table(snapshot, max_rows, chosen.rollout_id if chosen else None, page, rows),
+        fleet_table(snapshot, max_rows, chosen.rollout_id if chosen else None, page, rows, width),
     ]
     if chosen is not None:
         parts.append(detail_panel(chosen, snapshot.timeline_span_ns))
