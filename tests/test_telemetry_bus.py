@@ -171,3 +171,16 @@ def test_coalesced_batches_reduce_like_raw_chunks(lateness_ms: list[int], period
     a, b = raw.snapshot(now).rollouts[0], coalesced.snapshot(now).rollouts[0]
     assert (a.chunks_up, a.stalls) == (b.chunks_up, b.stalls)
     assert (a.lateness_p50_ms, a.lateness_p99_ms) == (b.lateness_p50_ms, b.lateness_p99_ms)
+
+
+def test_every_event_field_is_documented_and_every_documented_field_exists() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "telemetry.md").read_text()
+    kinds_part = doc.split("## Event kinds (schema version 2)", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for block in kinds_part.split("### `")[1:]:
+        kind = block.split("`", 1)[0]
+        documented[kind] = set(re.findall(r"^\| `(\w+)` \|", block, flags=re.M))
+    assert documented == {k: set(v) for k, v in KINDS.items()}
