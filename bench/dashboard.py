@@ -13,6 +13,8 @@ shared monotonic clock), the pacer's stalls (frames more than one frame late, fr
 metrics.json), the load average before the run and a capture of the screen halfway.
 `--legacy-python PY` adds runs of another rig install (e.g. the main branch's venv, whose
 view still draws in the audio process), for a before/after in the same run.
+`--terminal-modes headless view headless-again` adds a second headless run to every round:
+how much two identical runs differ on this machine now, the noise floor of the comparison.
 
     python bench/dashboard.py --terminal [--levels 1 10 50] [--rounds 3] [--json out.json]
         [--size 140x45] [--legacy-python /work/main/.venv/bin/python]
@@ -112,8 +114,15 @@ def scenario_for(level: int, tmp: str) -> tuple[str, int]:
     return path, 1
 
 
+EPISODE_GAP_NS = 100_000_000
+
+
 def run_stats(run_dir: str) -> dict[str, Any]:
+    """Lateness percentiles over every uplink frame, the pacer's stalls, and stall episodes:
+    stalled frames of any rollout less than 100 ms apart are one episode (one loop-wide hold
+    stalls every stream at once, so at 50 rollouts it is ~50-150 stalls but one episode)."""
     lateness_ms: list[float] = []
+    stall_t_ns: list[int] = []
     stalls = 0
     statuses: dict[str, int] = {}
     for rid in sorted(os.listdir(os.path.join(run_dir, "rollouts"))):
@@ -122,19 +131,30 @@ def run_stats(run_dir: str) -> dict[str, Any]:
             m = json.load(f)
         statuses[m.get("status", "?")] = statuses.get(m.get("status", "?"), 0) + 1
         stalls += int(m.get("uplink", {}).get("stalls", 0))
+        frame_ns = None
         with open(os.path.join(d, "chunks.jsonl")) as f:
             for line in f:
                 c = json.loads(line)
                 if c["dir"] == "up":
-                    lateness_ms.append((c["t_ns"] - c["t_sched_ns"]) / 1e6)
+                    late_ns = c["t_ns"] - c["t_sched_ns"]
+                    lateness_ms.append(late_ns / 1e6)
+                    frame_ns = frame_ns or round(c["n_samples"] * 1e9 / c["sample_rate"])
+                    if late_ns > frame_ns:
+                        stall_t_ns.append(c["t_sched_ns"])
     lateness_ms.sort()
+    stall_t_ns.sort()
+    episodes = sum(
+        1 for i, t in enumerate(stall_t_ns) if i == 0 or t - stall_t_ns[i - 1] > EPISODE_GAP_NS
+    )
     return {
         "frames": len(lateness_ms),
         "p50_ms": round(pct(lateness_ms, 0.50), 3),
         "p99_ms": round(pct(lateness_ms, 0.99), 3),
         "max_ms": round(lateness_ms[-1], 3),
         "stalls": stalls,
+        "episodes": episodes,
         "statuses": statuses,
+        "lateness_ms": lateness_ms,
     }
 
 
@@ -146,15 +166,23 @@ def tmux(*args: str) -> str:
 
 
 def one_terminal_run(
-    python: str, mode: str, scenario: str, repeat: int, level: int, url: str, out: str, size: str
+    python: str,
+    mode: str,
+    scenario: str,
+    repeat: int,
+    level: int,
+    url: str,
+    out: str,
+    size: str,
+    rt_priority: int = 3,
 ) -> dict[str, Any]:
     run_id = f"{mode}-{level}-{time.monotonic_ns()}"
     done = os.path.join(out, run_id + ".exit")
     cols, rows = size.split("x")
     cmd = (  # from `out`: each interpreter runs the rig it has installed, not this checkout's
         f"cd {out} && {python} -m rig run {scenario} --target {url} --repeat {repeat} "
-        f"--concurrency {level} --out {out} --run-id {run_id}"
-        + (" --headless" if mode == "headless" else "")
+        f"--concurrency {level} --out {out} --run-id {run_id} --rt-priority {rt_priority}"
+        + (" --headless" if mode.startswith("headless") else "")
         + f"; echo $? > {done}"
     )
     session = f"benchdash{os.getpid()}"
@@ -180,16 +208,19 @@ def one_terminal_run(
         "wall_s": round(time.monotonic() - t0, 1),
         **run_stats(os.path.join(out, run_id)),
     }
-    if mode != "headless":
+    if not mode.startswith("headless"):
         r["view_seen"] = "rig · " in screen and "late p50/99" in screen
     return r
 
 
 def terminal_bench(args: argparse.Namespace) -> None:
-    modes = ["headless", "view"] + (["legacy-view"] if args.legacy_python else [])
-    python = {"headless": sys.executable, "view": sys.executable, "legacy-view": args.legacy_python}
+    modes = args.terminal_modes + (["legacy-view"] if args.legacy_python else [])
+    python = {m: sys.executable for m in modes}
+    python["legacy-view"] = args.legacy_python
+    prio = args.rt_priority[0] if args.rt_priority != [0] else 3
     sim = subprocess.Popen(
-        [sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"],
+        [sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"]
+        + ["--rt-priority", str(prio)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
@@ -200,27 +231,68 @@ def terminal_bench(args: argparse.Namespace) -> None:
     url = m.group(0)
     results: list[dict[str, Any]] = []
     try:
-        with tempfile.TemporaryDirectory() as out:
+        with contextlib.ExitStack() as keep:
+            out = args.keep or keep.enter_context(tempfile.TemporaryDirectory())
+            os.makedirs(out, exist_ok=True)
             for rnd in range(args.rounds):
                 for level in args.levels:
                     scenario, repeat = scenario_for(level, out)
                     order = modes if rnd % 2 == 0 else list(reversed(modes))
                     for mode in order:
                         r = one_terminal_run(
-                            python[mode], mode, scenario, repeat, level, url, out, args.size
+                            python[mode], mode, scenario, repeat, level, url, out, args.size, prio
                         )
                         r["round"] = rnd
                         results.append(r)
-                        print(json.dumps(r), flush=True)
+                        print(
+                            json.dumps({k: v for k, v in r.items() if k != "lateness_ms"}),
+                            flush=True,
+                        )
     finally:
         sim.terminate()
         sim.wait(10)
     info = {**machine(), "terminal": f"tmux {args.size}", "load_after": os.getloadavg()}
     print(json.dumps(info))
     print(terminal_table(results, modes))
+    print()
+    print(pooled_table(results, modes))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": info, "results": results}, f, indent=1)
+            json.dump({"machine": info, "results": results}, f)
+
+
+def pooled_table(results: list[dict[str, Any]], modes: list[str]) -> str:
+    """Markdown: per level and mode, every frame of every round pooled (p50/p99/max), stalls
+    and stall episodes summed over the rounds, and the ratios to headless."""
+    lines = [
+        "| rollouts | mode | rounds | frames | p50 ms | p99 ms | max ms | stalls | episodes "
+        "| p99 / headless | stalls / headless |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level in sorted({r["level"] for r in results}):
+        base: dict[str, Any] = {}
+        for mode in modes:
+            rs = [r for r in results if r["level"] == level and r["mode"] == mode]
+            if not rs:
+                continue
+            lat = sorted(x for r in rs for x in r["lateness_ms"])
+            row = {
+                "p50": pct(lat, 0.5),
+                "p99": pct(lat, 0.99),
+                "max": lat[-1],
+                "stalls": sum(r["stalls"] for r in rs),
+                "episodes": sum(r["episodes"] for r in rs),
+            }
+            if mode == "headless":
+                base = row
+            ratio_p99 = f"{row['p99'] / base['p99']:.2f}" if base else "–"
+            ratio_st = f"{row['stalls'] / base['stalls']:.2f}" if base.get("stalls") else "–"
+            lines.append(
+                f"| {level} | {mode} | {len(rs)} | {len(lat)} | {row['p50']:.2f} | "
+                f"{row['p99']:.2f} | {row['max']:.1f} | {row['stalls']} | {row['episodes']} | "
+                f"{ratio_p99} | {ratio_st} |"
+            )
+    return "\n".join(lines)
 
 
 def terminal_table(results: list[dict[str, Any]], modes: list[str]) -> str:
@@ -246,20 +318,26 @@ def terminal_table(results: list[dict[str, Any]], modes: list[str]) -> str:
             )
     lines += [
         "",
-        "| rollouts | mode | p99 / headless p99 | stalls − headless stalls |",
-        "|---|---|---|---|",
+        "| rollouts | mode | p99 / headless p99, per round | median | stalls − headless stalls, "
+        "per round | median |",
+        "|---|---|---|---|---|---|",
     ]
     for level in levels:
         base = {r["round"]: r for r in results if r["level"] == level and r["mode"] == "headless"}
         for mode in modes[1:]:
             rs = [r for r in results if r["level"] == level and r["mode"] == mode]
-            ratios = [
-                f"{r['p99_ms'] / base[r['round']]['p99_ms']:.2f}" for r in rs if r["round"] in base
-            ]
-            diffs = [
-                f"{r['stalls'] - base[r['round']]['stalls']:+d}" for r in rs if r["round"] in base
-            ]
-            lines.append(f"| {level} | {mode} | {', '.join(ratios)} | {', '.join(diffs)} |")
+            pairs = [(r, base[r["round"]]) for r in rs if r["round"] in base]
+            ratios = sorted(r["p99_ms"] / b["p99_ms"] for r, b in pairs)
+            diffs = sorted(r["stalls"] - b["stalls"] for r, b in pairs)
+            if not pairs:
+                continue
+            lines.append(
+                f"| {level} | {mode} | "
+                + ", ".join(f"{r['p99_ms'] / b['p99_ms']:.2f}" for r, b in pairs)
+                + f" | {ratios[len(ratios) // 2]:.2f} | "
+                + ", ".join(f"{r['stalls'] - b['stalls']:+d}" for r, b in pairs)
+                + f" | {diffs[len(diffs) // 2]:+d} |"
+            )
     return "\n".join(lines)
 
 
@@ -427,11 +505,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="140x45", help="terminal COLSxROWS")
     ap.add_argument("--legacy-python", help="also run this interpreter's rig (before/after)")
+    ap.add_argument("--terminal-modes", nargs="+", default=["headless", "view"])
+    ap.add_argument("--keep", help="keep the run directories here")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--streams", type=int, nargs="+", default=[1, 50])
     ap.add_argument("--modes", nargs="+", default=["off", "dashboard", "viewproc", "dash+mqtt"])
     ap.add_argument("--json")
-    ap.add_argument("--rt-priority", type=int, nargs="+", default=[0])
+    ap.add_argument(
+        "--rt-priority",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="synthetic: compare these; --terminal: SCHED_FIFO priority of rig run and rig sim "
+        "(default 3, as `rig run`)",
+    )
     args = ap.parse_args()
     if args.terminal:
         if shutil.which("tmux") is None:

@@ -142,3 +142,36 @@ async def test_rig_run_view_in_tmux_appears_updates_and_q_leaves_the_run_going(
     finally:
         await tmux("kill-server")
         stop_sim(sim)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+async def test_rig_run_in_tmux_ctrl_c_stops_run_and_view_cleanly(tmp_path: Path) -> None:
+    sim, url = start_sim()
+    session = f"rigrunint{os.getpid()}"
+    done = tmp_path / "exit"
+    out = tmp_path / "out"
+    cmd = (
+        f"cd {REPO} && {sys.executable} -m rig run {WAV} --target {url} --out {out} --run-id ci; "
+        f"echo $? > {done}; stty -a | grep -o -- '-\\?icanon' >> {done}; sleep 30"
+    )
+    await tmux("new-session", "-d", "-s", session, "-x", "140", "-y", "45", cmd)
+    try:
+        for _ in range(200):
+            if "running" in await tmux("capture-pane", "-p", "-t", session):
+                break
+            await asyncio.sleep(0.1)
+        await tmux("send-keys", "-t", session, "C-c")
+        for _ in range(200):
+            if await asyncio.to_thread(done.exists) and len(done.read_text().split()) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        screen = await tmux("capture-pane", "-p", "-S", "-100", "-t", session)
+        code, icanon = done.read_text().split()[:2]
+        assert code == "130", screen
+        assert icanon == "icanon"  # the view gave the terminal back in canonical mode
+        assert "Traceback" not in screen
+        manifest = json.loads((out / "ci" / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+    finally:
+        await tmux("kill-server")
+        stop_sim(sim)

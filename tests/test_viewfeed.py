@@ -149,6 +149,7 @@ async def test_the_view_going_away_ends_the_feed_not_the_publisher() -> None:
     theirs.close()  # `q` in the view
     await asyncio.wait_for(feed.closed.wait(), 5)
     assert not feed.alive
+    assert bus.subscriptions == ()  # off the bus at once: publishing costs nothing more
     for k in range(100):
         bus.publish(events.chunk("run", "r0", k, "up", k, 320, lateness_ns=0))  # never raises
     await feed.flush()

@@ -259,7 +259,12 @@ async def _run_specs(
         if not headless:
             from rig.telemetry.viewproc import ViewProcess
 
-            view = ViewProcess(bus, detail=getattr(args, "detail", None))
+            # big fleets: half the drawing (the view's CPU competes with the run's other threads)
+            view = ViewProcess(
+                bus,
+                detail=getattr(args, "detail", None),
+                refresh_hz=4.0 if len(specs) <= 10 else 2.0,
+            )
             if not await view.start():
                 print(f"rig: {view.error}; plain progress lines instead", file=sys.stderr)
             else:
@@ -316,6 +321,13 @@ async def _run_specs(
 async def _close_view(view: Any) -> None:
     """The run is over: the view draws its final frame and exits before the summary prints."""
     await view.stop()
+    stats = view.feed.stats
+    if stats.dropped or stats.dropped_queue:
+        print(
+            f"rig: the live view fell behind: {stats.dropped + stats.dropped_queue} telemetry "
+            "events were not shown (the recordings are complete)",
+            file=sys.stderr,
+        )
 
 
 async def _announce_view_closed(view: Any) -> None:

@@ -1,11 +1,14 @@
 """The view feed: the bus, coalesced per refresh, over a local socket to the live view process.
 
-How this works: the audio process keeps publishing on the bus exactly as before (a deque
-append per event). `ViewFeed` holds one bounded bus subscription and wakes `flush_hz` times a
-second on the loop: it drains the subscription in slices (yielding between slices), folds
-per-chunk events into one `chunk_batch` per rollout and direction (`ChunkCoalescer`), encodes
-everything as the versioned JSON payloads of the MQTT bridge, one per line, and sends the
-frame as a few messages on a non-blocking `SOCK_SEQPACKET` Unix socket. Message boundaries are
+How this works: the audio process keeps publishing on the bus exactly as before. `ViewFeed`
+holds one bounded bus subscription whose `_put` folds each chunk event into one pending
+`chunk_batch` per rollout and direction as it is published (`ChunkCoalescer`, O(1); other
+events are queued as they are). `flush_hz` times a second, on the loop, it encodes the
+batches and the queued events as the versioned JSON payloads of the MQTT bridge, one per
+line, 16 at a time with a yield to the loop in between, and sends the frame as a few
+messages on a non-blocking `SOCK_SEQPACKET` Unix socket. (Modes "loop" and "thread" put the
+folding in the periodic flush, or everything in a thread, for the bench that compared them:
+docs/telemetry.md.) Message boundaries are
 kept and a message goes whole or not at all, so a full socket (a view that stopped reading)
 drops that message and counts its events (`stats.dropped`), never blocks and never tears a
 line; the latest `status` and `run` of everything dropped go out again with the next frame so
@@ -33,8 +36,8 @@ from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.mqtt import RETAINED_KINDS, ChunkCoalescer, decode, encode
 
 NS_PER_S = 1_000_000_000
-# Work between two yields to the loop, each well under 0.3 ms of CPU (bench: coalescing
-# ~1.3 us per chunk event, encoding ~10-15 us per chunk_batch).
+# Work between two yields to the loop, each well under 0.3 ms of CPU (measured: folding
+# ~1 us per chunk event, encoding ~10-15 us per chunk_batch).
 DRAIN_SLICE = 128
 ENCODE_SLICE = 16
 MAX_MESSAGE = 48 * 1024  # bytes per socket message (well under the socket buffer)
@@ -288,6 +291,8 @@ class ViewFeed:
         if not self.closed.is_set():
             self.closed.set()
             self._stop_reading()
+            if self._sub is not None:
+                self._sub.close()  # off the bus: publishing costs nothing more for the view
 
     def _stop_reading(self) -> None:
         if self._reading:
