@@ -481,7 +481,8 @@ def synthetic_bench(args: argparse.Namespace) -> None:
         for n in args.streams:
             for mode in args.modes:
                 for prio in args.rt_priority:
-                    with realtime.scheduling(prio) as sched:
+                    # as in a run: SCHED_FIFO if asked, no full GC, 1 ms GIL switch interval
+                    with realtime.scheduling(prio) as sched, realtime.streaming():
                         r = asyncio.run(one(mode, n, args.seconds, url))
                     r["scheduling"] = sched["policy"]
                     r["load_1m"] = round(os.getloadavg()[0], 2)

@@ -261,13 +261,19 @@ class ChunkCoalescer:
 
     def flush(self, now_ns: int, force: bool = False) -> list[TelemetryEvent]:
         """Batches for rollouts whose last flush is at least one period old (all if force)."""
-        out: list[TelemetryEvent] = []
+        return list(self.iter_flush(now_ns, force))
+
+    def iter_flush(self, now_ns: int, force: bool = False) -> Iterator[TelemetryEvent]:
+        """`flush` one batch at a time, so a caller on a busy loop can yield in between (chunks
+        added meanwhile wait for the next flush)."""
         for key in list(self._pending):
             run_id, rollout_id, direction = key
             last = self._last_flush.get((run_id, rollout_id))
             if not force and last is not None and now_ns - last < self.period_ns:
                 continue
-            p = self._pending.pop(key)
+            p = self._pending.pop(key, None)
+            if p is None:
+                continue
             self._last_flush[(run_id, rollout_id)] = now_ns
             data = {
                 "dir": direction,
@@ -280,8 +286,7 @@ class ChunkCoalescer:
             }
             if p.stalls is not None:
                 data["n_stalls"] = p.stalls
-            out.append(TelemetryEvent("chunk_batch", run_id, rollout_id, p.t_ns, data))
-        return out
+            yield TelemetryEvent("chunk_batch", run_id, rollout_id, p.t_ns, data)
 
 
 def backoff(initial_s: float = 0.2, max_s: float = 5.0, factor: float = 2.0) -> Iterator[float]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -196,13 +197,9 @@ class ViewFeed:
                     out.append(ev)
             await busy.yield_()
         self.stats.dropped_queue = sub.dropped
-        out.extend(self._coalescer.flush(time.monotonic_ns(), force=True))
-        await busy.yield_()
-        if not out:
-            busy.done()
-            return
+        batches = self._coalescer.iter_flush(time.monotonic_ns(), force=True)
         sender = _Frame(self)
-        for i, ev in enumerate(out):
+        for i, ev in enumerate(itertools.chain(out, batches)):
             sender.add(ev)
             if i % ENCODE_SLICE == ENCODE_SLICE - 1:
                 await busy.yield_()
@@ -336,7 +333,7 @@ class _Frame:
     def finish(self) -> None:
         if self._lines:
             self._flush()
-        self._feed.stats.frames += 1
+            self._feed.stats.frames += 1
 
 
 class _Busy:
