@@ -331,8 +331,14 @@ async def _close_view(view: Any) -> None:
 
 
 async def _announce_view_closed(view: Any) -> None:
-    """`q` in the view closes the view, not the run: say so, then plain progress lines."""
+    """`q` in the view closes the view, not the run: say so, then plain progress lines. (A
+    view that ends on Ctrl-C exits 130: the run is stopping too, nothing to announce.)"""
     await view.feed.closed.wait()
+    proc = view.proc
+    if proc is not None:
+        with contextlib.suppress(TimeoutError):
+            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
+                return
     print(
         "rig: live view closed; the run goes on (plain progress lines follow, Ctrl-C stops it)",
         file=sys.stderr,
