@@ -198,3 +198,15 @@ async def test_view_process_draws_the_final_frame_when_the_run_ends() -> None:
         assert "omega" in out and "Traceback" not in out
     finally:
         term.close()
+
+
+async def test_a_view_that_cannot_start_is_reported_and_leaves_nothing_behind() -> None:
+    bus = EventBus()
+    missing = ViewProcess(bus, python="/nonexistent/python")
+    assert not await missing.start()
+    assert missing.error is not None and "did not start" in missing.error
+    assert not missing.alive and bus.subscriptions == ()
+    broken = ViewProcess(bus, extra_args=["--no-such-option"], start_timeout_s=20)
+    assert not await broken.start()  # the view exits before it can draw
+    assert broken.error == "live view did not start (it exited)"
+    assert broken.proc is None and bus.subscriptions == ()

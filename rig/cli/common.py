@@ -265,10 +265,11 @@ async def _run_specs(
                 detail=getattr(args, "detail", None),
                 refresh_hz=4.0 if len(specs) <= 10 else 2.0,
             )
-            if not await view.start():
-                print(f"rig: {view.error}; plain progress lines instead", file=sys.stderr)
-            else:
+            if await view.start():
                 stack.push_async_callback(_close_view, view)
+            else:
+                print(f"rig: {view.error}; plain progress lines instead", file=sys.stderr)
+                view = None
         device_probe = None
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
