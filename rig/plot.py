@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from rig.activity import ActivityParams, Segment, speech_segments
 from rig.analysis.rollout import RolloutView, load_rollout
-from rig.errors import ConfigError
+from rig.extras import MissingExtra
 
 USER_COLOR = "#1f77b4"
 SYSTEM_COLOR = "#d62728"
@@ -82,7 +82,7 @@ def render_png(
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
     except ImportError as exc:
-        raise ConfigError("rig plot needs matplotlib: pip install 'rig[plot]'") from exc
+        raise MissingExtra("plot", "rig plot", "matplotlib") from exc
 
     rate = view.sample_rate or 1
     duration_s = max(view.user.size, view.system.size) / rate

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from rig.device.calibrate import (
     CalibrationRefused,
+    correlate_valid,
+    fft_resample,
     find_probe,
     log_chirp,
     mls,
@@ -169,3 +171,38 @@ def test_pa_clock_consistent_only_when_it_tracks_the_shared_clock() -> None:
     assert not check_pa_clock(jumpy).consistent
     with pytest.raises(ValueError):
         check_pa_clock(jumpy).to_shared_ns(1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 3000),
+    m=st.integers(1, 400),
+    seed=st.integers(0, 2**31),
+)
+def test_fft_correlation_is_scipys(n: int, m: int, seed: int) -> None:
+    """The numpy correlation gives what scipy.signal.correlate(valid, fft) gave (scipy is a
+    test tool only: calibration must run on the base dependencies)."""
+    sps = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=max(n, m)), rng.normal(size=m)
+    ours = correlate_valid(x, y)
+    theirs = sps.correlate(x, y, mode="valid", method="direct")
+    assert ours.shape == theirs.shape
+    assert np.allclose(ours, theirs, atol=1e-9 * max(1.0, float(np.abs(theirs).max())))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 200), num=st.integers(2, 4000), seed=st.integers(0, 2**31))
+def test_fft_resample_is_scipys(n: int, num: int, seed: int) -> None:
+    sps = pytest.importorskip("scipy.signal")
+    x = np.random.default_rng(seed).normal(size=n)
+    assert np.allclose(fft_resample(x, num), sps.resample(x, num), atol=1e-12)
+
+
+def test_fft_resample_interpolates_a_band_limited_signal() -> None:
+    """Without scipy: a sampled periodic sine comes back exactly on the fine grid."""
+    n, factor = 33, 32
+    t = np.arange(n) / n
+    fine_t = np.arange(n * factor) / (n * factor)
+    x = np.sin(2 * np.pi * 3 * t + 0.4)
+    assert np.allclose(fft_resample(x, n * factor), np.sin(2 * np.pi * 3 * fine_t + 0.4))

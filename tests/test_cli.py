@@ -51,16 +51,16 @@ def test_missing_scenario_file_is_a_clear_error(tmp_path) -> None:
     r = rig(
         "run", str(tmp_path / "nope.wav"), "--target", "ws://127.0.0.1:9", "--out", str(tmp_path)
     )
-    assert r.returncode == 1
+    assert r.returncode == 2  # bad input: a usage error
     assert "nope.wav" in r.stderr and "no such file" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_unknown_dialect_and_builtin_are_clear_errors(tmp_path) -> None:
     r = rig("run", "builtin:nosuch", "--target", "ws://127.0.0.1:9", "--out", str(tmp_path))
-    assert r.returncode == 1 and "no built-in suite" in r.stderr
+    assert r.returncode == 2 and "no built-in suite" in r.stderr
     r = rig("run", "x.wav", "--target", "ws://x", "--dialect", "klingon", "--out", str(tmp_path))
-    assert r.returncode == 1 and "unknown dialect" in r.stderr
+    assert r.returncode == 2 and "unknown dialect" in r.stderr
 
 
 def test_secrets_are_redacted() -> None:

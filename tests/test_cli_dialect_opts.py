@@ -71,4 +71,4 @@ def test_malformed_dialect_option_is_a_clear_error(tmp_path) -> None:
             str(tmp_path),
         ]
     )
-    assert code == 1
+    assert code == 2

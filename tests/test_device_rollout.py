@@ -271,19 +271,20 @@ def test_device_loss_ends_the_rollout_with_device_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.device
-def test_bad_parameters_are_clear_errors_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_parameters_are_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    """A device that refuses is a failure (exit 1); a missing option is a usage error (2)."""
     _need("JACK", "loopback")
     base = ["run", WAV, "--transport", "device", "--headless", "--out", "/nonexistent"]
     cases = [
-        (["--output", "no-such-card", "--input", "JACK:loopback"], "no output device matches"),
+        (["--output", "no-such-card", "--input", "JACK:loopback"], "no output device matches", 1),
         (["--output", "JACK:loopback", "--input", "JACK:loopback", "--sample-rate", "44100"],
-         "refuses 44100 Hz"),
+         "refuses 44100 Hz", 1),
         (["--output", "JACK:loopback", "--input", "JACK:loopback", "--channels", "3"],
-         "3 input channels requested, the device has 2"),
-        (["--output", "JACK:loopback"], "needs --output DEV and --input DEV"),
+         "3 input channels requested, the device has 2", 1),
+        (["--output", "JACK:loopback"], "needs --output DEV and --input DEV", 2),
     ]  # fmt: skip
-    for extra, message in cases:
-        assert rig_main([*base, *extra]) == 1, extra
+    for extra, message, code in cases:
+        assert rig_main([*base, *extra]) == code, extra
         assert message in capsys.readouterr().err
     with pytest.raises(DeviceError, match="no input device matches 'nope'"):
         DeviceTransport(DeviceOptions(output="JACK:loopback", input="nope"), clock=None)  # type: ignore[arg-type]

@@ -75,7 +75,7 @@ def test_fast_prefill_over_websocket_keeps_the_live_turn_on_the_truth(tmp_path: 
 def test_text_history_is_refused_where_the_dialect_cannot_take_it(tmp_path: Path) -> None:
     path = scenario(tmp_path, "history_text = 'we talked about trains'\n")
     r = rig_run(path, "ws://127.0.0.1:9", tmp_path / "out", "--dialect", "moshi")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "takes no text history" in r.stderr and "Traceback" not in r.stderr
     r = rig_run(path, "ws://127.0.0.1:9", tmp_path / "out", "--transport", "webrtc")
-    assert r.returncode == 1 and "text history goes to a WebSocket dialect" in r.stderr
+    assert r.returncode == 2 and "text history goes to a WebSocket dialect" in r.stderr

@@ -105,7 +105,7 @@ def test_missing_tracks_are_a_clear_error(tmp_path: Path) -> None:
     d.mkdir()
     with pytest.raises(AudioInputError):
         load_rollout(d)
-    assert main(["plot", str(d)]) == 1
+    assert main(["plot", str(d)]) == 2
     (d / "user.wav").write_bytes(b"not a wav")
     with pytest.raises(AudioInputError):
         load_rollout(d)

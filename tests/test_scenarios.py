@@ -305,7 +305,7 @@ def test_rig_scenarios_lists_the_builtin_suites() -> None:
     r = subprocess.run(
         [sys.executable, "-m", "rig", "scenarios", "builtin:nope"], capture_output=True, text=True
     )
-    assert r.returncode == 1 and "no built-in suite" in r.stderr
+    assert r.returncode == 2 and "no built-in suite" in r.stderr
 
 
 # -- end to end against the reference system ---------------------------------------------------

@@ -28,8 +28,7 @@ async def test_the_streaming_process_never_imports_or_calls_the_renderer(tmp_pat
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "tests.support.audited_run",
+            str(REPO / "tests" / "support" / "audited_run.py"),  # a script: installed rig too
             str(report),
             "rig",
             "run",

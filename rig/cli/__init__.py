@@ -1,9 +1,18 @@
 """`rig ...`: the command line.
 
 Each subcommand lives in its own module under `rig.cli` with two functions:
-`add_parser(subparsers)` and `run(args) -> int` (the exit code). Modules are imported
-lazily so `rig --help` stays fast and optional extras are only needed by the commands that
-use them.
+`add_parser(subparsers)` and `run(args) -> int` (the exit code). Building the parser imports
+every one of those modules, so at module level they import only the standard library and
+rig.errors / rig.extras: numpy, the transports and every optional extra are imported inside
+`run`. `rig --help` stays fast, and a bare install (no extras) can show every command's help
+and run every command that does not need one (tests/test_packaging.py checks both).
+
+Exit status (docs/cli.md):
+    0  done (for run/demo: every rollout ok)
+    1  the command failed while running (device, connection, calibration refused, ...)
+    2  usage: bad options or input files, or an optional extra that is not installed
+    3  run/demo finished, but at least one rollout is not ok
+    130 interrupted
 """
 
 from __future__ import annotations
@@ -12,6 +21,12 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ROLLOUTS_FAILED = 3
+EXIT_INTERRUPTED = 130
 
 #: subcommand name -> module under rig.cli
 COMMANDS: dict[str, str] = {
@@ -35,34 +50,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rig {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMANDS.values():
-        try:
-            module = importlib.import_module(f"rig.cli.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("rig.cli."):
-                continue  # command not built yet
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"rig.cli.{module_name}").add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # exits 2 on a usage error
     if not getattr(args, "command", None):
         parser.print_help()
-        return 2
-    module = importlib.import_module(f"rig.cli.{COMMANDS[args.command]}")
+        return EXIT_USAGE
     from rig.errors import RigError
 
     try:
-        code: int = module.run(args)
-    except RigError as exc:
-        print(f"rig {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        code: int = importlib.import_module(f"rig.cli.{COMMANDS[args.command]}").run(args)
+    except (RigError, ModuleNotFoundError) as exc:
+        return _report_error(args.command, exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     _exit_if_portaudio_wedged(code)
     return code
+
+
+def _report_error(command: str, exc: Exception) -> int:
+    """One line on stderr and the exit status for an error the rig raised on purpose, or for
+    an optional extra that is missing; any other ModuleNotFoundError is a bug and re-raised."""
+    from rig.errors import AudioInputError, ConfigError, RigError, ScenarioError
+    from rig.extras import as_missing_extra
+
+    missing = as_missing_extra(exc, "this command")
+    if missing is not None:
+        exc = missing
+    elif not isinstance(exc, RigError):
+        raise exc
+    print(f"rig {command}: error: {exc}", file=sys.stderr)
+    usage = isinstance(exc, ConfigError | ScenarioError | AudioInputError)
+    return EXIT_USAGE if usage else EXIT_FAILED
 
 
 def _exit_if_portaudio_wedged(code: int) -> None:

@@ -8,10 +8,11 @@ import datetime
 import json
 from typing import Any
 
-from rig.device.backend import BACKENDS, StreamSettings, get_backend
-from rig.device.calibration_store import CalibrationStore
-from rig.device.loopback import PROBES, measure_round_trip
 from rig.errors import ConfigError
+from rig.extras import BACKENDS, require
+
+#: --probe choices (rig.device.loopback.PROBES; tests/test_packaging.py keeps them equal)
+PROBES = ("chirp", "mls")
 
 
 def add_parser(sub: Any) -> None:
@@ -60,6 +61,11 @@ def _latency(text: str) -> str | float:
 
 
 def run(args: argparse.Namespace) -> int:
+    require(BACKENDS[args.backend], f"rig calibrate --backend {args.backend}")
+    from rig.device.backend import StreamSettings, get_backend
+    from rig.device.calibration_store import CalibrationStore
+    from rig.device.loopback import measure_round_trip
+
     if args.device and (args.input or args.output):
         raise ConfigError("use --device, or --input with --output, not both")
     inp = args.input or args.device

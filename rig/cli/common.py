@@ -1,4 +1,8 @@
-"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them."""
+"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them.
+
+Imported when the parser is built, so at module level only the standard library and
+rig.errors / rig.extras: the session, runner and transports are imported where used.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rig.clock.base import Clock
-from rig.dialects import get_dialect
 from rig.errors import ConfigError
-from rig.runner import RolloutSpec, Runner
-from rig.scenarios import ScenarioItem
-from rig.session import SessionConfig
-from rig.transports.base import Transport
-from rig.transports.websocket import WebSocketTransport, redact_url
+from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
+
+if TYPE_CHECKING:
+    from rig.clock.base import Clock
+    from rig.runner import RolloutSpec, Runner
+    from rig.scenarios import ScenarioItem
+    from rig.session import SessionConfig
+    from rig.transports.base import Transport
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -71,9 +76,25 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
+    """Fail up front, in one line naming the extra, when an option needs one that is missing
+    (before any rollout starts or any file is written)."""
+    if transport in TRANSPORTS:
+        require(TRANSPORTS[transport], f"--transport {transport}")
+    if transport == "device":
+        backend = getattr(args, "backend", None) or "sounddevice"
+        require(BACKENDS[backend], f"--transport device --backend {backend}")
+    if transport == "ws" and dialect in DIALECTS:
+        require(DIALECTS[dialect], f"--dialect {dialect}")
+    if getattr(args, "mqtt", None):
+        require("mqtt", "--mqtt")
+
+
 def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
+    from rig.session import SessionConfig
+
     base = dict(
         frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
         drain_quiet_s=args.drain_quiet_s,
@@ -85,6 +106,9 @@ def session_config(
 
 
 def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+    from rig.dialects import get_dialect
+    from rig.transports.websocket import WebSocketTransport
+
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
             dialect,
@@ -124,6 +148,8 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
 
 
 def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
+    from rig.dialects import get_dialect
+
     if dialect in ("rig", "raw"):
         return requested or 16_000
     d = get_dialect(dialect, **(options or {}))
@@ -162,6 +188,10 @@ def build_specs(
     transport: str,
     dialect: str,
 ) -> list[RolloutSpec]:
+    from rig.dialects import get_dialect
+    from rig.runner import RolloutSpec
+    from rig.transports.websocket import redact_url
+
     for item in items:
         if item.meta.get("history") and transport != "ws":
             raise ConfigError(
@@ -224,7 +254,7 @@ async def _run_specs(
     from rich.console import Console
 
     from rig.clock.base import MonotonicClock
-    from rig.runner import rollout_done
+    from rig.runner import Runner, rollout_done
     from rig.telemetry import events as ev
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher, target_fields

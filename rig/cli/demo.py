@@ -6,11 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from rig.cli.common import add_run_options, build_specs, run_specs
+from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rig.cli.common import add_run_options, build_specs, require_extras, run_specs
 from rig.cli.sim import add_sim_knobs, sim_from_args
-from rig.scenarios import resolve
-from rig.sim.server import SimServer, SimThread
-from rig.summary import print_summary
 
 
 def add_parser(sub: Any) -> None:
@@ -21,6 +19,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.scenarios import resolve
+    from rig.sim.server import SimServer, SimThread
+    from rig.summary import print_summary
+
+    require_extras(args, "ws", "rig")
     cfg, net, reply = sim_from_args(args)
     items = resolve("builtin:demo", cfg.sample_rate)
     os.makedirs(args.out, exist_ok=True)
@@ -47,4 +50,5 @@ def run(args: argparse.Namespace) -> int:
         sim.stop()
     rollouts = print_summary(runner.run_dir)
     print(f"reference system ground truth: {truth}")
-    return 0 if all(m.get("status") == "ok" for m in rollouts) else 3
+    ok = all(m.get("status") == "ok" for m in rollouts)
+    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from rig.device.backend import BACKENDS, get_backend
+from rig.extras import BACKENDS, require
 
 
 def add_parser(sub: Any) -> None:
@@ -18,6 +18,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require(BACKENDS[args.backend], f"rig devices --backend {args.backend}")
+    from rig.device.backend import get_backend
+
     backend = get_backend(args.backend)
     apis = backend.hostapis()
     devices = backend.devices()

@@ -21,6 +21,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.extras import require
+
+    require("plot", "rig plot")
     from rig.analysis.rollout import load_rollout
     from rig.labels import rollout_labels, write_labels
     from rig.plot import activity_of, render_png

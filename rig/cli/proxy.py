@@ -9,7 +9,6 @@ import signal
 from typing import Any
 
 from rig.errors import ConfigError
-from rig.runner import new_run_id
 
 
 def add_parser(sub: Any) -> None:
@@ -24,6 +23,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rig.proxy import RecordingProxy
+    from rig.runner import new_run_id
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():

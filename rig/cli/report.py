@@ -12,11 +12,7 @@ import json
 import os
 from typing import Any
 
-from rich.console import Console
-
-from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
 from rig.errors import ConfigError
-from rig.summary import load_rollouts, summary_table
 
 
 def add_parser(sub: Any) -> None:
@@ -34,6 +30,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.summary import load_rollouts, summary_table
+
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
     if not 0 < args.confidence < 1:

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.common import (
     add_run_options,
     build_specs,
     parse_dialect_options,
     repeated,
+    require_extras,
     run_specs,
     session_config,
     uplink_rate,
 )
 from rig.errors import ConfigError
-from rig.runner import RolloutSpec
-from rig.scenarios import ScenarioItem, resolve
-from rig.summary import print_summary
+from rig.extras import BACKENDS
+
+if TYPE_CHECKING:
+    from rig.runner import RolloutSpec
+    from rig.scenarios import ScenarioItem
 
 
 def add_parser(sub: Any) -> None:
@@ -42,7 +46,7 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("sound card (--transport device)")
     g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
     g.add_argument("--input", help="device the system is recorded from")
-    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
     g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
@@ -57,6 +61,7 @@ def add_parser(sub: Any) -> None:
 
 def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
     """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    from rig.runner import RolloutSpec
     from rig.transports.device import (
         DeviceOptions,
         device_factory,
@@ -106,6 +111,10 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.scenarios import resolve
+    from rig.summary import print_summary
+
+    require_extras(args, args.transport, args.dialect)
     if args.transport == "device":
         rate = args.sample_rate or 48_000
     else:
@@ -135,4 +144,5 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
-    return 0 if all(m.get("status") == "ok" for m in rollouts) else 3
+    ok = all(m.get("status") == "ok" for m in rollouts)
+    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
-from rig.plan import describe_step
-from rig.scenarios import ScenarioItem, resolve
-from rig.scenarios.builtin import BUILTINS, DESCRIPTIONS
+if TYPE_CHECKING:
+    from rig.scenarios import ScenarioItem
 
 
 def add_parser(sub: Any) -> None:
@@ -22,6 +18,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _summary(items: list[ScenarioItem]) -> list[dict[str, Any]]:
+    from rig.plan import describe_step
+
     out = []
     for it in items:
         steps = [describe_step(s, it.plan.sample_rate) for s in it.plan.steps or []]
@@ -55,6 +53,12 @@ def _step_text(s: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rig.scenarios import resolve
+    from rig.scenarios.builtin import BUILTINS, DESCRIPTIONS
+
     specs = [args.spec] if args.spec else [f"builtin:{name}" for name in BUILTINS]
     data = {spec: _summary(resolve(spec, args.sample_rate)) for spec in specs}
     if args.json:

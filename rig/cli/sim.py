@@ -6,12 +6,13 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rig import realtime
-from rig.audio.source import load_wav
-from rig.sim.engine import SimConfig
-from rig.sim.server import NetConfig, SimServer
+from rig.extras import BACKENDS, TRANSPORTS, require
+
+if TYPE_CHECKING:
+    from rig.sim.engine import SimConfig
+    from rig.sim.server import NetConfig
 
 
 def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
@@ -61,6 +62,10 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
 
 
 def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
+    from rig.audio.source import load_wav
+    from rig.sim.engine import SimConfig
+    from rig.sim.server import NetConfig
+
     cfg = SimConfig(
         sample_rate=args.sample_rate,
         latency_ms=args.latency_ms,
@@ -120,7 +125,7 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
     g.add_argument("--duplex", action="store_true", help="one full-duplex stream")
-    g.add_argument("--backend", choices=["sounddevice", "pyaudio"], default="sounddevice")
+    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
 
 
 def device_options(args: argparse.Namespace) -> Any:
@@ -142,6 +147,7 @@ def device_options(args: argparse.Namespace) -> Any:
 
 def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
     """The reference system on sound cards (one conversation, until SIGINT/SIGTERM)."""
+    from rig.audio.source import load_wav
     from rig.sim.device_server import DeviceSimServer
 
     opts = device_options(args)
@@ -166,6 +172,12 @@ def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig import realtime
+
+    if args.transport in TRANSPORTS:
+        require(TRANSPORTS[args.transport], f"--transport {args.transport}")
+    if args.transport == "device":
+        require(BACKENDS[args.backend], f"--transport device --backend {args.backend}")
     cfg, net, reply = sim_from_args(args)
     with realtime.scheduling(args.rt_priority) as sched:
         if args.transport == "device":
@@ -184,6 +196,8 @@ def run_ws_or_webrtc(
 
             server = WebRtcSimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
         else:
+            from rig.sim.server import SimServer
+
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
         url = await server.start(args.host, args.port)
         print(f"rig sim listening on {url}", flush=True)

@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from rig.errors import ConfigError
+from rig.errors import ConfigError, TransportError
+from rig.extras import require
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.refresh_hz <= 0:
         raise ConfigError("--refresh-hz must be positive")
+    require("mqtt", "rig watch")
     from rig.telemetry.mqtt import parse_mqtt_url
 
     config = parse_mqtt_url(args.mqtt)
@@ -90,6 +92,15 @@ async def _watch(args: argparse.Namespace, config: Any) -> int:
             for w in waits:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await w
+    # the subscriber retries broker errors forever: if it ended, something else broke it,
+    # and that must not pass for a clean exit
+    failure = None if sub_task.cancelled() or not sub_task.done() else sub_task.exception()
+    if isinstance(failure, OSError):  # e.g. a TLS cafile that cannot be read
+        raise TransportError(
+            f"the MQTT subscriber stopped: {type(failure).__name__}: {failure}"
+        ) from failure
+    if failure is not None:
+        raise failure
     return 0
 
 

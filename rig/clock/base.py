@@ -48,6 +48,11 @@ class MonotonicClock:
         delay_s = (t_ns - time.monotonic_ns()) / NS_PER_S
         if delay_s > 0:
             await asyncio.sleep(delay_s)
+        # asyncio's timer works in float seconds and may fire a hair early: a deadline is a
+        # floor, so wait once more for what is left
+        left_ns = t_ns - time.monotonic_ns()
+        if left_ns > 0:
+            await asyncio.sleep(left_ns / NS_PER_S)
 
 
 class FakeClock:

@@ -121,6 +121,13 @@ _TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PreciseTimer] = (
 )
 
 
+def wakeup_method() -> str:
+    """How MonotonicClock wakes at a deadline here (recorded in the run manifest): "timerfd",
+    or "asyncio" where there is none (not Linux): the event loop's own timer, which epoll
+    rounds up to whole milliseconds; kqueue (macOS) does not."""
+    return "timerfd" if _LIBC is not None else "asyncio"
+
+
 def precise_timer() -> PreciseTimer | None:
     """The running loop's PreciseTimer, created on first use; None where unsupported."""
     if _LIBC is None:

@@ -8,6 +8,11 @@ sample by upsampling the correlation around it (band-limited interpolation) and 
 parabola on the fine grid. A repeat is accepted only if its peak stands well clear of the
 rest of the correlation (`peak_ratio`): a missing probe must not turn into a number.
 
+Both FFT steps are plain numpy (`correlate_valid`, `fft_resample`): the arithmetic of
+scipy.signal's `correlate(..., "valid", method="fft")` and `resample` (the tests compare
+them), so calibration needs no scipy. soxr is not used for the upsampling: its filters are
+made for streams, and on a 33-sample segment their edge transients would move the peak.
+
 `summarize` turns the per-repeat round trips into mean, median, spread and standard
 deviation, and refuses (CalibrationRefused) when the repeats disagree by more than the
 allowed spread: a loopback whose delay moves between repeats (drifting clocks, a stream
@@ -22,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import signal as sps
 
 from rig.errors import DeviceError
 
@@ -115,6 +119,51 @@ def probe_train(probe: Float64, repeats: int, gap_frames: int) -> tuple[Float64,
     return train, starts
 
 
+def _fast_len(n: int) -> int:
+    """The smallest 5-smooth number >= n (2^a 3^b 5^c): a length numpy's FFT does quickly."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def correlate_valid(x: Float64, y: Float64) -> Float64:
+    """Cross-correlation c[k] = sum_n x[n + k] * y[n] for every lag where y lies wholly
+    inside x (len(x) - len(y) + 1 lags), by FFT: what scipy's `correlate(x, y, "valid")` gives."""
+    if len(y) > len(x) or len(y) == 0:
+        raise ValueError("y must be non-empty and no longer than x")
+    n_full = len(x) + len(y) - 1
+    n_fft = _fast_len(n_full)
+    spec = np.fft.rfft(x, n_fft) * np.fft.rfft(y[::-1], n_fft)
+    full = np.fft.irfft(spec, n_fft)[:n_full]
+    return np.asarray(full[len(y) - 1 : len(x)], dtype=np.float64)
+
+
+def fft_resample(x: Float64, num: int) -> Float64:
+    """`x` (taken as one period of a band-limited signal) at `num` evenly spaced points:
+    zero-padding its spectrum, with the Nyquist bin split in two when upsampling an even
+    length; the same as scipy's `signal.resample` for real input."""
+    n = len(x)
+    spec = np.fft.rfft(x)
+    out = np.zeros(num // 2 + 1, dtype=np.complex128)
+    m = min(n, num)
+    out[: m // 2 + 1] = spec[: m // 2 + 1]
+    if m % 2 == 0:
+        if num < n:  # downsampling: the new Nyquist bin takes both halves
+            out[m // 2] *= 2.0
+        elif n < num:  # upsampling: the old Nyquist bin is shared by +f and -f
+            out[m // 2] *= 0.5
+    return np.asarray(np.fft.irfft(out, num) * (num / n), dtype=np.float64)
+
+
 @dataclass(frozen=True, slots=True)
 class Detection:
     """Where a probe starts in a recording, in (fractional) frames of that recording."""
@@ -134,11 +183,11 @@ def _refine(corr: Float64, peak: int, half_width: int = _HALF_WIDTH, factor: int
     seg = corr[lo:hi]
     if len(seg) < 3:
         return float(peak)
-    # remove the linear trend so the periodic extension in resample() has no step
+    # remove the linear trend so the periodic extension in fft_resample() has no step
     x = np.arange(len(seg) * factor) / factor
     ramp_at = seg[0] + (seg[-1] - seg[0]) * x / (len(seg) - 1)
     ramp = seg[0] + (seg[-1] - seg[0]) * np.arange(len(seg)) / (len(seg) - 1)
-    fine = sps.resample(seg - ramp, len(seg) * factor) + ramp_at
+    fine = fft_resample(seg - ramp, len(seg) * factor) + ramp_at
     centre = (peak - lo) * factor
     window = slice(max(0, centre - factor), min(len(fine), centre + factor + 1))
     i = int(np.argmax(fine[window])) + window.start
@@ -170,7 +219,7 @@ def find_probe(
         return None
     # zero context on both sides so the sub-sample refinement has a full window at the edges
     pad = 2 * _HALF_WIDTH
-    corr = sps.correlate(np.pad(seg, pad), probe, mode="valid", method="fft")
+    corr = correlate_valid(np.pad(seg, pad), probe)
     lags = slice(pad, pad + len(seg) - len(probe) + 1)  # probe wholly inside the window
     mag = np.abs(corr[lags])
     peak = int(np.argmax(mag))

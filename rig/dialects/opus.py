@@ -2,8 +2,8 @@
 
 The encoder takes frames of 20/40/60/80 ms at its rate and returns one packet per frame.
 libopus decodes at 48 kHz; the decoder brings that back to the stream rate with a stateful
-resampler, so chunk edges carry no transient. PyAV ships with aiortc; without it the Moshi
-dialect is unavailable (ConfigError), the rest of the rig is not affected.
+resampler, so chunk edges carry no transient. PyAV is the `opus` extra (also in `webrtc`);
+without it the Moshi dialect is unavailable (MissingExtra), the rest of the rig is not affected.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from rig.dialects.resample import ResampleStream
-from rig.errors import ConfigError, ProtocolError
+from rig.errors import ProtocolError
+from rig.extras import MissingExtra
 from rig.transports.base import Pcm16
 
 _DECODE_RATE = 48_000
@@ -22,8 +23,8 @@ _DECODE_RATE = 48_000
 def _av() -> Any:
     try:
         import av
-    except ImportError as exc:  # pragma: no cover - av comes with aiortc
-        raise ConfigError("Opus needs PyAV (`pip install av`, or rig[webrtc])") from exc
+    except ImportError as exc:
+        raise MissingExtra("opus", "Opus (the moshi dialect)", "av") from exc
     return av
 
 

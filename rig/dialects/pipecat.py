@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rig import __version__
 from rig.clock.base import NS_PER_MS
 from rig.dialects import protowire as pw
 from rig.dialects.base import Message
@@ -89,7 +90,7 @@ class PipecatDialect:
     def open_messages(self) -> list[Message]:
         if not self.rtvi:
             return []
-        about = {"library": "rig", "library_version": "0.1.0"}
+        about = {"library": "rig", "library_version": __version__}
         return [self._rtvi("client-ready", {"version": RTVI_VERSION, "about": about})]
 
     @property

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rig import __version__
+from rig.clock.timer import wakeup_method
 
 SECRET_KEY = re.compile(r"(key|token|secret|passw|auth|credential|bearer|cookie)", re.I)
 URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
@@ -139,4 +140,5 @@ def build_manifest(
         "status": "running",
         "status_counts": {},
         "clock": "CLOCK_MONOTONIC (time.monotonic_ns), integer ns",
+        "timer": wakeup_method(),
     }

@@ -75,7 +75,8 @@ class ViewProcess:
     async def start(self) -> bool:
         """Start the view and wait until it draws; False (with `error`) if it could not."""
         ours, theirs = socket_pair()
-        argv = [self.python, "-m", VIEWER_MODULE, "--fd", str(theirs.fileno())]
+        # -P: the rig this process runs, never a rig/ folder in the current directory
+        argv = [self.python, "-P", "-m", VIEWER_MODULE, "--fd", str(theirs.fileno())]
         argv += ["--refresh-hz", str(self.refresh_hz)]
         if self.detail:
             argv += ["--detail", self.detail]

@@ -1,5 +1,5 @@
-"""`python -m tests.support.audited_run REPORT rig ARGS...`: run the rig CLI and report what the
-process that streams imported and drew, and when.
+"""`python tests/support/audited_run.py REPORT rig ARGS...`: run the rig CLI and report what
+the process that streams imported and drew, and when.
 
 An audit hook (sys.addaudithook) sees every module the process loads and every subprocess
 it starts; `Runner.run` is wrapped to mark the streaming phase and `rich.console.Console.render`
