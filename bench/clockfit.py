@@ -2,7 +2,7 @@
 
     python bench/clockfit.py [--trials 20] [--n 1000] [--span-s 120] [--seed 1]
 
-Synthetic truth as in tests/test_clock_fit.py: the peer clock reads P0 + (t - T0)(1 + drift)
+Synthetic truth as in tests/clockfit/test_fit.py: the peer clock reads P0 + (t - T0)(1 + drift)
 when ours reads t; delays are a minimum per direction plus exponential or Lomax (heavy-tail)
 queuing. For each setting and method it prints the offset error (p50 / p95 of |error| over
 trials), how often the truth fell within the reported offset_err_ns ("cov"), and the same
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rig.clock.fit import fit_downlink, fit_two_way, fit_uplink
-from rig.clock.mapping import ClockMap
-from rig.clock.ntp import fit_ntp
+from rig.clockfit.fit import fit_downlink, fit_two_way, fit_uplink
+from rig.clockfit.mapping import ClockMap
+from rig.clockfit.ntp import fit_ntp
 
 I64 = npt.NDArray[np.int64]
 MS = 1_000_000

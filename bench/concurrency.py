@@ -30,7 +30,7 @@ import numpy as np
 
 from rig.audio.source import tone
 from rig.cli.common import ws_factory
-from rig.plan import PlanBuilder
+from rig.core.plan import PlanBuilder
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 

@@ -25,8 +25,8 @@ import numpy as np
 from websockets.asyncio.server import serve
 
 from rig.clock.base import MonotonicClock
+from rig.core.pacer import Pacer, PacerConfig
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.pacer import Pacer, PacerConfig
 from rig.transports.websocket import WebSocketTransport
 
 FRAME_MS = 20.0

@@ -32,7 +32,7 @@ import numpy as np
 
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
-from rig.plan import PlanBuilder
+from rig.core.plan import PlanBuilder
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling

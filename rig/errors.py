@@ -5,7 +5,8 @@
     │   ├── AudioInputError        a WAV file that is missing, empty, truncated, unsupported
     │   ├── ScenarioError          a scenario file that does not validate
     │   ├── ConfigError            a bad option or combination of options
-    │   └── DeviceError            a sound card that is missing, refuses a format, or vanishes
+    │   ├── DeviceError            a sound card that is missing, refuses a format, or vanishes
+    │   └── DataFileError          a run file that cannot be written, or read back as data
     └── RemoteError                the other side: the system under test or the network
         ├── ProtocolError          a peer that sends something the protocol does not allow
         └── TransportError         a connection that fails, times out or closes mid-stream
@@ -55,6 +56,16 @@ class ConfigError(LocalError):
 
 class DeviceError(LocalError):
     """A sound device that is missing, refuses a format, or disappears mid-run."""
+
+
+class DataFileError(LocalError):
+    """A file of a run (manifest, metrics, WAV, JSONL) that cannot be written, or that reads
+    back as something else than the rig wrote. Always names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class ProtocolError(RemoteError):

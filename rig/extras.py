@@ -82,7 +82,6 @@ DIALECTS: dict[str, str] = {"moshi": "opus"}
 MODULES: dict[str, str] = {
     "rig.sim.webrtc_server": "webrtc",
     "rig.transports.webrtc": "webrtc",
-    "rig.transports.webrtc.decompose": "webrtc",  # its package's __init__ imports aiortc
     "rig.transports.webrtc.peer": "webrtc",
     "rig.transports.webrtc.signalling": "webrtc",
     "rig.transports.webrtc.stats": "webrtc",

@@ -10,7 +10,13 @@ wait on the disk.
 
 Only metadata is logged (direction, sizes, times, the JSON `type` of text messages): payloads
 can carry credentials or personal audio. Credentials in the client's handshake headers
-(Authorization, api-key headers) are passed upstream and never written anywhere.
+(Authorization, api-key headers) are passed upstream and never written anywhere (nor to
+another origin when the upstream redirects).
+
+Limits: a message over `max_message_bytes` (16 MiB) closes that connection with 1009; a
+connection with no message either way for `idle_timeout_s` (300 s) is closed with 1001. A
+connection's `messages.jsonl` and `summary.json` are written however it ends (`finally`),
+with `closed_by` (client, upstream, limit, idle, proxy) and `error` saying why.
 """
 
 from __future__ import annotations
@@ -20,19 +26,24 @@ import contextlib
 import itertools
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from websockets.asyncio.client import connect
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from rig.metrics import lateness_summary
-from rig.recordings.manifest import redact
+from rig.clock.base import Clock, MonotonicClock
+from rig.core.responses import lateness_summary
 from rig.recordings.writer import write_json_atomic
-from rig.transports.websocket import StampedConnection, redact_url
+from rig.redact import redact, redact_text, redact_url
+from rig.safejson import JsonInputError, parse
+from rig.transports.websocket import (
+    SafeConnect,
+    StampedConnection,
+    StampedServerConnection,
+    stamping,
+)
 
 #: handshake headers passed from the client to the upstream system (never logged)
 FORWARDED_HEADERS = (
@@ -71,18 +82,30 @@ def message_meta(message: str | bytes) -> dict[str, Any]:
     if isinstance(message, bytes):
         return {"kind": "binary", "bytes": len(message)}
     meta: dict[str, Any] = {"kind": "text", "bytes": len(message.encode("utf-8"))}
-    with contextlib.suppress(ValueError, AttributeError):
-        obj = json.loads(message)
+    with contextlib.suppress(JsonInputError):
+        obj = parse(message)
         if isinstance(obj, dict) and isinstance(obj.get("type"), str):
-            meta["type"] = obj["type"]
+            meta["type"] = obj["type"][:200]
     return meta
 
 
 class RecordingProxy:
-    def __init__(self, upstream: str, out_dir: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        out_dir: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        clock: Clock | None = None,
+        max_message_bytes: int = 16 << 20,
+        idle_timeout_s: float = 300.0,
+    ) -> None:
+        self.clock: Clock = clock or MonotonicClock()
         self.upstream = upstream
         self.out_dir = out_dir
         self.connect_timeout_s = connect_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.idle_timeout_s = idle_timeout_s
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self.logs: list[ConnectionLog] = []
@@ -93,8 +116,8 @@ class RecordingProxy:
             self._handle,
             host,
             port,
-            create_connection=_StampedServerConnection,
-            max_size=None,
+            create_connection=stamping(StampedServerConnection, self.clock),
+            max_size=self.max_message_bytes,
             compression=None,
             ping_interval=None,
         )
@@ -106,7 +129,9 @@ class RecordingProxy:
                     "command": "proxy",
                     "upstream": redact_url(self.upstream),
                     "listen": f"{bound[0]}:{bound[1]}",
-                    "started_ns": time.monotonic_ns(),
+                    "started_ns": self.clock.now_ns(),
+                    "max_message_bytes": self.max_message_bytes,
+                    "idle_timeout_s": self.idle_timeout_s,
                 }
             ),
         )
@@ -131,57 +156,107 @@ class RecordingProxy:
         }
         lines: list[str] = []
         try:
+            await self._relay(client, headers, path, log, lines)
+        except Exception as exc:  # noqa: BLE001 - a bug in one connection is recorded, not lost
+            log.closed_by = log.closed_by or "proxy"
+            log.error = log.error or f"proxy error: {type(exc).__name__}: {redact_text(str(exc))}"
+            with contextlib.suppress(Exception):
+                await client.close(1011, "proxy error")
+        finally:
+            self._finish(log, lines)
+
+    async def _relay(
+        self,
+        client: ServerConnection,
+        headers: dict[str, str],
+        path: str,
+        log: ConnectionLog,
+        lines: list[str],
+    ) -> None:
+        try:
             upstream = await asyncio.wait_for(
-                connect(
+                SafeConnect(
                     upstream_for(self.upstream, path),
                     additional_headers=headers or None,
-                    create_connection=StampedConnection,
-                    max_size=None,
+                    create_connection=stamping(StampedConnection, self.clock),
+                    max_size=self.max_message_bytes,
                     compression=None,
                     ping_interval=None,
                 ),
                 self.connect_timeout_s,
             )
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
-            log.error = f"upstream connect failed: {type(exc).__name__}: {exc}"
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ValueError) as exc:
+            log.error = f"upstream connect failed: {type(exc).__name__}: {redact_text(str(exc))}"
             await client.close(1011, "upstream unavailable")
-            self._finish(log, lines)
             return
+        activity = [self.clock.now_ns()]
         async with upstream:
-            pumps = [
-                asyncio.create_task(self._pump(client, upstream, "up", log, lines)),
-                asyncio.create_task(self._pump(upstream, client, "down", log, lines)),
+            tasks = [
+                asyncio.create_task(self._pump(client, upstream, "up", log, lines, activity)),
+                asyncio.create_task(self._pump(upstream, client, "down", log, lines, activity)),
+                asyncio.create_task(self._idle_watch(client, upstream, log, activity)),
             ]
-            done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            try:
+                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
             for t in done:
-                t.result()  # surface a bug in a pump rather than hide it
+                t.result()  # surface a bug in a pump (recorded by the caller)
         await client.close()
-        self._finish(log, lines)
+
+    async def _idle_watch(
+        self, client: Any, upstream: Any, log: ConnectionLog, activity: list[int]
+    ) -> None:
+        """Close both sides once no message went either way for `idle_timeout_s`."""
+        while True:
+            left = self.idle_timeout_s - (self.clock.now_ns() - activity[0]) / 1e9
+            if left <= 0:
+                log.closed_by = log.closed_by or "idle"
+                reason = f"idle for {self.idle_timeout_s:g} s"
+                for ws in (client, upstream):
+                    with contextlib.suppress(Exception):
+                        await ws.close(1001, reason)
+                return
+            await asyncio.sleep(left)
 
     async def _pump(
-        self, src: Any, dst: Any, direction: str, log: ConnectionLog, lines: list[str]
+        self,
+        src: Any,
+        dst: Any,
+        direction: str,
+        log: ConnectionLog,
+        lines: list[str],
+        activity: list[int],
     ) -> str:
         """Forward until one side closes; returns who closed ("client" or "upstream")."""
         closer = "client" if direction == "up" else "upstream"
         while True:
             try:
                 message = await src.recv()
-            except ConnectionClosed:
+            except ConnectionClosed as exc:
+                if exc.sent is not None and exc.sent.code == 1009:  # we refused a message
+                    closer = "limit"
+                    log.error = log.error or (
+                        f"message too big: over {self.max_message_bytes} bytes "
+                        f"({'from the client' if direction == 'up' else 'from upstream'})"
+                    )
+                    with contextlib.suppress(ConnectionClosed):
+                        await dst.close(1009, "message too big")
                 log.closed_by = log.closed_by or closer  # the first side to go
                 with contextlib.suppress(ConnectionClosed):
                     await dst.close()
                 return closer
-            t_in = src.stamps.popleft() if src.stamps else time.monotonic_ns()
+            activity[0] = self.clock.now_ns()
+            t_in = src.stamps.popleft() if src.stamps else self.clock.now_ns()
             try:
                 await dst.send(message)
             except ConnectionClosed:
                 other = "upstream" if direction == "up" else "client"
                 log.closed_by = log.closed_by or other
                 return other
-            t_out = time.monotonic_ns()
+            t_out = self.clock.now_ns()
             log.counts[direction] += 1
             meta = message_meta(message)
             log.bytes[direction] += meta["bytes"]
@@ -223,35 +298,6 @@ class RecordingProxy:
         asyncio.get_running_loop().run_in_executor(
             None, write_json_atomic, os.path.join(log.dir, "summary.json"), summary
         )
-
-
-class _StampedServerConnection(ServerConnection):
-    """Server side of the same socket stamping the rig's client transport does."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._rx_ns = 0
-        self.stamps: Any = __import__("collections").deque()
-
-    def data_received(self, data: bytes) -> None:
-        self._rx_ns = time.monotonic_ns()
-        super().data_received(data)
-
-    def process_event(self, event: Any) -> None:
-        from websockets.frames import Frame, Opcode
-
-        if (
-            isinstance(event, Frame)
-            and event.fin
-            and event.opcode
-            in (
-                Opcode.TEXT,
-                Opcode.BINARY,
-                Opcode.CONT,
-            )
-        ):
-            self.stamps.append(self._rx_ns)
-        super().process_event(event)
 
 
 def _append(path: str, text: str) -> None:

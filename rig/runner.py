@@ -7,9 +7,14 @@ running again into an existing run directory skips rollouts whose metrics.json s
 
 metrics.json is written once per rollout, by the runner, after the session has ended, the
 writer thread has closed that rollout's files (a barrier op) and the timing analysis
-(rig.analyze_rollout) has run in a separate process (one worker, started on first use, at
+(rig.analysis.finish) has run in a separate process (one worker, started on first use, at
 low priority) so it never competes with the audio loop for the GIL. If the analysis fails,
 metrics.json is still written, with `timing: {"error": ...}` and `pass: null`.
+
+A rollout whose files could not be written (the writer's per-rollout error) ends
+`write_error` with the file and errno in `reason`; resume redoes it. When the error says the
+file system is full or read-only, the run stops starting rollouts (`manifest.status =
+"stopped"`, `stop_reason`), lets the running ones finish, and says why.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import json
 import multiprocessing
 import os
 import random
@@ -27,17 +31,29 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-import rig.decompose  # noqa: F401 - imported now, not on the loop at the first session close
-from rig import realtime
-from rig.analyze_rollout import finish_rollout
+from rig import realtime, safejson
+from rig.analysis.finish import analyze_log, finish_rollout
+from rig.childproc import die_with_parent
 from rig.clock.base import Clock, MonotonicClock
-from rig.plan import UserPlan
+from rig.core.log import SessionLog
+from rig.core.plan import UserPlan
+from rig.errors import ConfigError, DataFileError
+from rig.ids import attempt_name, check_id
+from rig.recordings import resume
 from rig.recordings.manifest import build_manifest, utc_now
-from rig.recordings.writer import RecordingWriter, write_json_atomic
-from rig.session import Publish, Session, SessionConfig
+from rig.recordings.sink import Publish
+from rig.recordings.writer import (
+    DISK_FULL_ERRNOS,
+    RecordingWriter,
+    describe_os_error,
+    write_json_atomic,
+)
+from rig.redact import redact_text
+from rig.session import Session, SessionConfig
 from rig.transports.base import Transport
 
 DONE_STATUSES = frozenset({"ok", "no_audio"})
@@ -58,11 +74,13 @@ def new_run_id() -> str:
 
 
 def rollout_done(rollout_dir: str) -> bool:
+    """Does this rollout's metrics.json say it finished? (Anything unreadable: no.)"""
     try:
-        with open(os.path.join(rollout_dir, "metrics.json"), encoding="utf-8") as f:
-            return json.load(f).get("status") in DONE_STATUSES
+        with open(os.path.join(rollout_dir, "metrics.json"), "rb") as f:
+            m = safejson.parse(f.read())
     except (OSError, ValueError):
         return False
+    return isinstance(m, dict) and m.get("status") in DONE_STATUSES
 
 
 class Runner:
@@ -83,7 +101,10 @@ class Runner:
         analysis_timeout_s: float = 120.0,
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
+        force_resume: bool = False,
     ) -> None:
+        #: resume into a run directory recorded with another configuration (recorded)
+        self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
         # loop a few ms) and their connects do not pile up into one long loop block
         self.start_interval_ns = round(max(0.0, start_interval_s) * 1e9)
@@ -94,7 +115,7 @@ class Runner:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._phase_counter = 0
         self.analysis_error: str | None = None
-        self.run_id = run_id or new_run_id()
+        self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
         self.concurrency = max(1, concurrency)
         self.connect_gate_size = max(1, connect_concurrency)
@@ -105,6 +126,13 @@ class Runner:
         self.writer = writer or RecordingWriter()
         self.progress = progress or (lambda line: None)
         self.results: dict[str, dict[str, Any]] = {}
+        #: why the run stopped starting rollouts (a full disk), None while it goes on
+        self.stop_reason: str | None = None
+
+    def _stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.progress(f"run stopped: {reason}; no more rollouts are started")
 
     async def run(self, specs: Sequence[RolloutSpec]) -> dict[str, Any]:
         # the loop's thread gets real-time scheduling (if asked and permitted) for the whole run
@@ -112,12 +140,18 @@ class Runner:
             return await self._run(specs, sched)
 
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
-        os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
+        for spec in specs:  # each becomes a directory: one safe path part, before any I/O
+            check_id(spec.rollout_id, "rollout id")
+        try:
+            os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
+        except OSError as exc:
+            raise DataFileError(self.run_dir, f"cannot create: {describe_os_error(exc)}") from exc
         random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, "manifest.json")
         previous: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            previous = _read_json(manifest_path)  # before any rollout runs: may block
+            loaded = _read_json(manifest_path)  # before any rollout runs: may block
+            previous = loaded if isinstance(loaded, dict) else {}
         manifest = build_manifest(
             self.run_id,
             config={
@@ -136,11 +170,27 @@ class Runner:
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
         }
         if previous:
+            changed = resume.changes(previous, manifest)
+            if changed and not self.force_resume:
+                raise ConfigError(
+                    f"{self.run_dir} was recorded with a different configuration "
+                    f"({resume.describe(changed)}); resuming would mix two experiments. "
+                    "Use a new --run-id, or --force-resume to mix them on purpose (recorded)"
+                )
             manifest["resumed_from"] = {
                 "started_utc": previous.get("started_utc"),
                 "status": previous.get("status"),
                 "git_sha": previous.get("git_sha"),
+                "forced": bool(changed),
+                "changes": changed,
+                "previous": previous.get("resumed_from"),
             }
+            if changed:  # both experiments' targets stay on record
+                old = previous.get("targets")
+                old_targets = old if isinstance(old, list) else []
+                manifest["targets"] = old_targets + [
+                    t for t in manifest["targets"] if t not in old_targets
+                ]
         manifest["scheduling"] = sched
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
@@ -148,7 +198,10 @@ class Runner:
                 "machine frames can be late (see docs/pacing.md)"
             )
         manifest["status"] = "running"
-        write_json_atomic(manifest_path, manifest)
+        try:
+            write_json_atomic(manifest_path, manifest)
+        except OSError as exc:
+            raise DataFileError(manifest_path, describe_os_error(exc)) from exc
 
         self.writer.start()
         if self.analyze and todo_any(specs, self.run_dir):
@@ -166,13 +219,17 @@ class Runner:
         for spec in specs:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
-                self.results[spec.rollout_id] = _read_json(os.path.join(d, "metrics.json"))
+                self.results[spec.rollout_id] = await asyncio.to_thread(
+                    _read_json, os.path.join(d, "metrics.json")
+                )
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:
+                if self.stop_reason is not None:
+                    return  # not started: a resume runs it
                 now = self.clock.now_ns()
                 start = max(now, self._next_start_ns)
                 self._next_start_ns = start + self.start_interval_ns
@@ -190,23 +247,36 @@ class Runner:
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             await asyncio.to_thread(self.writer.close, 30)
             counts = Counter(r.get("status", "error") for r in self.results.values())
-            manifest["status"] = "done" if len(self.results) == len(specs) else "interrupted"
+            if len(self.results) == len(specs):
+                manifest["status"] = "done"
+            else:
+                manifest["status"] = "stopped" if self.stop_reason else "interrupted"
+            manifest["stop_reason"] = self.stop_reason
             manifest["status_counts"] = dict(counts)
             manifest["ended_utc"] = utc_now()
             manifest["ended_ns"] = self.clock.now_ns()
             manifest["writer"] = {
                 "backlog_high_water": self.writer.high_water,
                 "errors": self.writer.errors[:20],
+                "dropped_after_error": self.writer.dropped_after_error,
             }
-            write_json_atomic(manifest_path, manifest)
-        return {"run_dir": self.run_dir, "results": self.results, "status_counts": dict(counts)}
+            try:
+                await asyncio.to_thread(write_json_atomic, manifest_path, manifest)
+            except OSError as exc:
+                self.progress(f"manifest.json not updated: {describe_os_error(exc)}")
+        return {
+            "run_dir": self.run_dir,
+            "results": self.results,
+            "status_counts": dict(counts),
+            "stop_reason": self.stop_reason,
+        }
 
     async def _run_one(self, spec: RolloutSpec, open_gate: asyncio.Semaphore) -> dict[str, Any]:
         d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
-        await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
         publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
+            await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
             session = Session(
@@ -222,18 +292,20 @@ class Runner:
                 phase=self._next_phase(),
             )
             metrics = await session.run()
-            metrics = await self._finish_metrics(d, spec, metrics, session.observations)
-            session.publish_results(metrics)
+            metrics = await self._finish_metrics(d, spec, metrics, session.log)
+            session.sink.results(metrics)
         except Exception as exc:  # noqa: BLE001 - one rollout failing never takes down the others
+            is_disk = isinstance(exc, OSError)
             metrics = {
-                "status": "error",
-                "reason": f"{type(exc).__name__}: {exc}",
+                "status": "write_error" if is_disk else "error",
+                "reason": describe_os_error(exc) if is_disk else f"{type(exc).__name__}: {exc}",
                 "rollout_id": spec.rollout_id,
                 **spec.meta,
                 "responses": [],
             }
-            os.makedirs(d, exist_ok=True)
-            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+                self._stop(f"the disk is full: {metrics['reason']}")
+            metrics = await self._write_metrics(d, metrics)
         lat = [
             r["latency_ms"] for r in metrics.get("responses", []) if r.get("latency_ms") is not None
         ]
@@ -258,7 +330,7 @@ class Runner:
         return phase
 
     async def _finish_metrics(
-        self, d: str, spec: RolloutSpec, metrics: dict[str, Any], observations: Any = None
+        self, d: str, spec: RolloutSpec, metrics: dict[str, Any], log: SessionLog | None
     ) -> dict[str, Any]:
         """Wait for the rollout's files, add `timing` and `pass`, write metrics.json once."""
         loop = asyncio.get_running_loop()
@@ -266,7 +338,22 @@ class Runner:
         self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
             await asyncio.wait_for(written, self.analysis_timeout_s)
-            if self.analyze:
+            write_error = self.writer.rollout_error(d)
+            if write_error is not None:
+                # the files are incomplete: no analysis of them, the rollout is redone on resume
+                metrics = {
+                    **metrics,
+                    "status": "write_error",
+                    "reason": f"recording failed: {write_error}",
+                    "session_status": metrics.get("status"),
+                    "session_reason": metrics.get("reason"),
+                }
+                if self.writer.disk_full(d):
+                    self._stop(f"the disk is full: {write_error}")
+                metrics = await asyncio.to_thread(analyze_log, metrics, log)
+                metrics = {**metrics, "timing": {"error": "not analysed: files incomplete"}}
+                metrics["pass"] = None
+            elif self.analyze:
                 metrics = await asyncio.wait_for(
                     loop.run_in_executor(
                         self._analysis_pool(),
@@ -274,7 +361,7 @@ class Runner:
                             finish_rollout,
                             d,
                             metrics,
-                            observations,
+                            log,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
                         ),
@@ -283,30 +370,49 @@ class Runner:
                 )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
-                from rig.decompose import apply_decomposition
-
-                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+                metrics = await asyncio.to_thread(analyze_log, metrics, log)
             if self.analysis_error:
                 metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
-            if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+            if isinstance(exc, BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
             if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
-                from rig.decompose import apply_decomposition
-
-                metrics = await asyncio.to_thread(apply_decomposition, metrics, observations)
+                metrics = await asyncio.to_thread(analyze_log, metrics, log)
             metrics = {
                 **metrics,
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},
                 "pass": None,
             }
-        await asyncio.to_thread(write_json_atomic, os.path.join(d, "metrics.json"), metrics)
+        return await self._write_metrics(d, metrics)
+
+    async def _write_metrics(self, d: str, metrics: dict[str, Any]) -> dict[str, Any]:
+        """metrics.json, off the loop. If it cannot be written the rollout is a write_error
+        (in the run's results and manifest; no file, so a resume redoes it)."""
+
+        for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
+            if isinstance(metrics.get(key), str):
+                metrics = {**metrics, key: redact_text(metrics[key])}
+
+        def write() -> None:
+            os.makedirs(d, exist_ok=True)
+            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
+
+        try:
+            await asyncio.to_thread(write)
+        except OSError as exc:
+            text = describe_os_error(exc)
+            if exc.errno in DISK_FULL_ERRNOS:
+                self._stop(f"the disk is full: {text}")
+            return {**metrics, "status": "write_error", "reason": f"metrics.json: {text}"}
         return metrics
 
     def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -314,15 +420,17 @@ class Runner:
 def _move_aside(d: str) -> None:
     """A failed or partial earlier attempt: keep it beside as `<id>.failed-N`, redo."""
     if os.path.isdir(d):
+        parent, rid = os.path.split(d)
         attempt = 1
-        while os.path.exists(f"{d}.failed-{attempt}"):
+        while os.path.exists(os.path.join(parent, attempt_name(rid, attempt))):
             attempt += 1
-        shutil.move(d, f"{d}.failed-{attempt}")
+        shutil.move(d, os.path.join(parent, attempt_name(rid, attempt)))
 
 
 def _read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A JSON file the rig wrote; ValueError (safejson.JsonInputError) if it is not JSON."""
+    with open(path, "rb") as f:
+        return safejson.parse(f.read())
 
 
 def todo_any(specs: Sequence[RolloutSpec], run_dir: str) -> bool:
@@ -334,8 +442,8 @@ async def loop_run(pool: concurrent.futures.Executor, fn: Callable[[], Any]) -> 
 
 
 def _warm_up() -> None:
-    """Runs in the worker: import the analysis stack before the first rollout ends."""
-    import rig.analyze_rollout  # noqa: F401
+    """Runs in the worker: importing this module (at spawn) loaded the analysis stack
+    before the first rollout ends; this call only proves the worker is up."""
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -343,9 +451,11 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _lower_priority() -> None:
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in the analysis worker: low priority, and die with the parent."""
     with contextlib.suppress(OSError):
         os.nice(10)
+    die_with_parent(parent_pid)
 
 
 def _unique_targets(specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ from websockets.asyncio.server import serve
 
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
+from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.plan import PlanBuilder
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig

@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 
 from rig.audio.source import tone
-from rig.clock.base import NS_PER_S, MonotonicClock
+from rig.clock.base import MonotonicClock
+from rig.core.plan import PlanBuilder, UserPlan
+from rig.core.units import NS_PER_S
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.plan import PlanBuilder, UserPlan
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
 from rig.sim.truth import read_truth
@@ -81,7 +82,9 @@ def _truth_per_response(s: Session, m: dict[str, Any], truth: list[dict[str, Any
         u = turns[r["turn"]].speech_end_sample
         k = (u - 1) // n
         p1 = recv[k] + (u - k * n) * NS_PER_S // RATE
-        arr_chunk, _play, ts_ms, _n = s.down_log[r["onset_chunk_seq"]]
+        assert s.log is not None
+        (heard,) = [c for c in s.log.heard if c.seq == r["onset_chunk_seq"]]
+        arr_chunk, ts_ms = heard.t_ns, heard.server_ts_ms
         emit = next(c for c in chunks if abs(c["server_ts_ms"] - ts_ms) < 1e-3)
         off_ns = r["onset_arrival_ns"] - arr_chunk
         p2 = emit["emit_ns"] + off_ns

@@ -110,8 +110,8 @@ def test_docs_list_the_extras() -> None:
 
 def test_cli_choices_are_the_codes() -> None:
     from rig.cli.calibrate import PROBES
-    from rig.device.backend import BACKENDS as CODE_BACKENDS
     from rig.device.loopback import PROBES as CODE_PROBES
+    from rig.device.stream import BACKENDS as CODE_BACKENDS
     from rig.dialects import DIALECTS as CODE_DIALECTS
 
     assert tuple(PROBES) == tuple(CODE_PROBES)

@@ -11,14 +11,15 @@ from websockets.asyncio.server import serve
 
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
+from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.plan import PlanBuilder
 from rig.proxy import RecordingProxy, upstream_for
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import SimServer
 from rig.transports.websocket import WebSocketTransport
+from tests.support.wait import until
 
 pytestmark = pytest.mark.realtime
 
@@ -46,7 +47,8 @@ async def test_rollout_through_the_proxy_is_logged_both_ways(tmp_path: Path) -> 
     result = await Runner(str(tmp_path / "runs"), run_id="r", clock=MonotonicClock()).run(
         [_spec(url)]
     )
-    await asyncio.sleep(0.2)
+    summary_file = tmp_path / "proxy" / "connections" / "0001" / "summary.json"
+    await until(summary_file.exists, timeout_s=5, what="the proxy's connection summary")
     await proxy.stop()
     await sim.stop()
     m = result["results"]["p"]
@@ -84,7 +86,8 @@ async def test_upstream_hang_up_is_passed_on_and_credentials_never_logged(tmp_pa
         await ws.send('{"type":"hello"}')
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(ws.recv(), 5)
-    await asyncio.sleep(0.2)
+    summary_file = tmp_path / "proxy" / "connections" / "0001" / "summary.json"
+    await until(summary_file.exists, timeout_s=5, what="the proxy's connection summary")
     await proxy.stop()
     server.close()
     assert seen.get("authorization") == "Bearer sk-secret-9"  # passed upstream...

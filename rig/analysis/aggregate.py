@@ -4,11 +4,13 @@ How this works
 --------------
 `load_run` reads `manifest.json` and every `rollouts/*/metrics.json`, never failing on one
 bad rollout: a missing file counts as status `missing`, an unparseable one as `corrupt`
-(with the reason in `problems`). `aggregate` groups rollouts by the `scenario` and `item`
-fields of their metrics (absent: `default`) and reports, per group: n, status counts,
-response latency (median, IQR, bootstrap CI of the median), pass rate of the category's
-rule, and the latency decomposition components when present. Per scenario the CI resamples
-whole items (cluster bootstrap), so repeats of one item do not pass for independent data.
+(with the reason in `problems`). Attempts moved aside on resume (`<id>.failed-N`) are not
+rollouts: they count as that rollout's `retries`. `aggregate` groups rollouts by the
+`scenario` and `item` fields of their metrics (absent: `default`) and reports, per group:
+n, status counts, response latency (median, IQR, bootstrap CI of the median), pass rate
+of the category's rule, and the latency decomposition components when present. Per
+scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
+pass for independent data.
 Latencies come only from rollouts whose status is in `statuses` (default: `ok`).
 """
 
@@ -23,9 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, summarize
 from rig.errors import ConfigError
+from rig.ids import count_retries, rollout_of_attempt
 
 COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
 DEFAULT = "default"
@@ -37,6 +44,7 @@ class RolloutMetrics:
     status: str
     metrics: dict[str, Any]
     problem: str | None = None
+    retries: int = 0  # earlier attempts moved aside as <id>.failed-N
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,17 +61,24 @@ def load_run(run_dir: str | Path) -> RunData:
     manifest = read_json(root / "manifest.json")
     rollouts: list[RolloutMetrics] = []
     base = root / "rollouts"
-    for d in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    retries = count_retries(d.name for d in dirs)
+    for d in dirs:
+        if rollout_of_attempt(d.name) is not None:
+            continue
+        n = retries.get(d.name, 0)
         path = d / "metrics.json"
         if not path.exists():
-            rollouts.append(RolloutMetrics(d.name, "missing", {}, "no metrics.json"))
+            rollouts.append(RolloutMetrics(d.name, "missing", {}, "no metrics.json", n))
             continue
         m = read_json(path)
         if m is None:
-            rollouts.append(RolloutMetrics(d.name, "corrupt", {}, "metrics.json does not parse"))
+            problem = "metrics.json does not parse (or is not a JSON object)"
+            rollouts.append(RolloutMetrics(d.name, "corrupt", {}, problem, n))
             continue
         status = m.get("status")
-        rollouts.append(RolloutMetrics(d.name, status if isinstance(status, str) else "unknown", m))
+        status = status if isinstance(status, str) else "unknown"
+        rollouts.append(RolloutMetrics(d.name, status, m, None, n))
     return RunData(root, manifest, rollouts)
 
 
@@ -167,6 +182,7 @@ def aggregate(
         "manifest_ok": data.manifest is not None,
         "n_rollouts": len(data.rollouts),
         "status_counts": dict(Counter(r.status for r in data.rollouts)),
+        "retries": {r.rollout_id: r.retries for r in data.rollouts if r.retries},
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts
@@ -260,10 +276,9 @@ def _fmt(x: Any, nd: int = 0) -> str:
 
 def render_table(report: dict[str, Any]) -> Any:
     """A rich Table: one row per scenario, then its items indented."""
-    from rich.table import Table
-
     t = Table(
-        title=f"run {report['run_id']}: {report['n_rollouts']} rollouts", title_justify="left"
+        title=Text(f"run {report['run_id']}: {report['n_rollouts']} rollouts"),
+        title_justify="left",
     )
     for col, just in (
         ("scenario / item", "left"),
@@ -285,7 +300,8 @@ def render_table(report: dict[str, Any]) -> Any:
     return t
 
 
-def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
+def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
+    """Cells of one group; names and statuses come from metrics files: plain `Text`."""
     lat = g["latency_ms"]
     ci = (
         f"{_fmt(lat.get('ci_low'))}–{_fmt(lat.get('ci_high'))}"
@@ -295,15 +311,21 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[str]:
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
     status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
-    return [name, str(g["n"]), status, _fmt(lat.get("median")), _fmt(lat.get("iqr")), ci, passed]
+    return [
+        Text(name),
+        str(g["n"]),
+        Text(status),
+        _fmt(lat.get("median")),
+        _fmt(lat.get("iqr")),
+        ci,
+        passed,
+    ]
 
 
 def render_decomposition(report: dict[str, Any]) -> Any:
     """A rich Table of the latency split: per component median [p25–p75] ±median error, ms.
 
     None when no response of the run has a split (no clock fit could support one)."""
-    from rich.table import Table
-
     groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
         (f"  {it['item']}", it)
         for it in report["items"]
@@ -325,19 +347,17 @@ def render_decomposition(report: dict[str, Any]) -> Any:
             spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
             err = _fmt(v.get("err_ms_median"), 1)
             cells.append(f"{_fmt(v.get('median'), 1)} {spread} ±{err}  (n={v.get('n')})")
-        t.add_row(name, *cells)
+        t.add_row(Text(name), *cells)
     return t
 
 
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     """The report as plain text (the table, then any problems)."""
-    from rich.console import Console
-
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
     console.print(render_table(report))
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
     for p in report["problems"]:
-        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

@@ -7,7 +7,6 @@ Times are seconds on the session timeline (sample `s` is `s / sample_rate` s aft
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +14,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import soundfile as sf
 
+from rig import safejson
+from rig.core.units import NS_PER_S
 from rig.errors import AudioInputError
+from rig.limits import MAX_CHANNELS
 
-NS_PER_S = 1_000_000_000
 MARK_KINDS = ("turn.start", "turn.end", "inject")
 
 
@@ -55,9 +57,10 @@ class RolloutView:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object, or None when the file is missing, unreadable or not an object."""
+    """A JSON object, or None when the file is missing, unreadable, not JSON (deep nesting,
+    NaN and huge numbers included: rig.safejson) or not an object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = safejson.parse(path.read_bytes(), max_bytes=256 << 20)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -72,7 +75,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return out
     for line in text.splitlines():
         try:
-            obj = json.loads(line)
+            obj = safejson.parse(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
@@ -94,11 +97,17 @@ def read_track(path: Path) -> tuple[npt.NDArray[np.float32], int]:
         cid, size = raw[pos : pos + 4], struct.unpack("<I", raw[pos + 4 : pos + 8])[0]
         body = pos + 8
         if cid == b"fmt ":
+            if size < 16 or body + 16 > len(raw):
+                raise AudioInputError(str(path), f"fmt chunk of {size} bytes (16 needed)")
             fmt = struct.unpack("<HHIIHH", raw[body : body + 16])
         elif cid == b"data":
             if fmt is None:
                 break
             tag, channels, rate, _, _, bits = fmt
+            if not 1 <= channels <= MAX_CHANNELS or rate <= 0:
+                raise AudioInputError(
+                    str(path), f"header says {channels} channels at {rate} Hz: not a usable WAV"
+                )
             if tag == 1 and bits == 16:
                 data = raw[body:]
                 data = data[: len(data) - len(data) % (2 * channels)]
@@ -106,8 +115,6 @@ def read_track(path: Path) -> tuple[npt.NDArray[np.float32], int]:
                 return (pcm.mean(axis=1) / 32768.0).astype(np.float32), int(rate)
             break
         pos = body + size + (size & 1)
-    import soundfile as sf
-
     try:
         x, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises its own error types
@@ -123,7 +130,8 @@ def load_rollout(path: str | Path) -> RolloutView:
     metrics = read_json(root / "metrics.json") or {}
     events = read_jsonl(root / "events.jsonl")
     tracks: dict[str, npt.NDArray[np.float32]] = {}
-    rate = int(metrics.get("sample_rate") or 0)
+    m_rate = metrics.get("sample_rate")
+    rate = m_rate if isinstance(m_rate, int) and not isinstance(m_rate, bool) else 0
     for name in ("user", "system"):
         wav = root / f"{name}.wav"
         if wav.exists():

@@ -3,7 +3,7 @@
 How this works
 --------------
 Both tracks live on one session timeline (sample `s` is `s / sample_rate` seconds after
-`t0_ns`; `system.wav` is the playback placement). Speech activity (rig.activity) turns each
+`t0_ns`; `system.wav` is the playback placement). Speech activity (rig.analysis.activity) turns each
 track into segments; every metric below is interval arithmetic on those segments plus the
 structure the rig knows because it played it: user turn spans and injection times.
 
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy.typing as npt
 
-from rig.activity import ActivityParams, Segment, speech_segments
+from rig.analysis.activity import ActivityParams, Segment, speech_segments
+from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
 
 KINDS: tuple[str, ...] = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
 INJECTION_KINDS: tuple[str, ...] = ("interruption", "backchannel")
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)

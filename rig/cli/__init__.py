@@ -91,7 +91,7 @@ def _report_error(command: str, exc: Exception) -> int:
 def _exit_if_portaudio_wedged(code: int) -> None:
     """A lost sound device can leave PortAudio unable to terminate (its atexit hook would
     hang the process forever). Everything the run recorded is already on disk: exit now."""
-    backend = sys.modules.get("rig.device.backend")
+    backend = sys.modules.get("rig.device.stream")
     reason = getattr(backend, "PORTAUDIO_WEDGED", None) if backend is not None else None
     if reason:
         import os

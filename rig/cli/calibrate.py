@@ -62,9 +62,10 @@ def _latency(text: str) -> str | float:
 
 def run(args: argparse.Namespace) -> int:
     require(BACKENDS[args.backend], f"rig calibrate --backend {args.backend}")
-    from rig.device.backend import StreamSettings, get_backend
     from rig.device.calibration_store import CalibrationStore
     from rig.device.loopback import measure_round_trip
+    from rig.device.model import StreamSettings
+    from rig.device.stream import get_backend
 
     if args.device and (args.input or args.output):
         raise ConfigError("use --device, or --input with --output, not both")

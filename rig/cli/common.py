@@ -55,6 +55,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="resume into a run directory recorded with another target or configuration "
+        "(refused otherwise; the differences are recorded in the manifest)",
+    )
+    p.add_argument(
         "--mqtt",
         help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
         "password also from RIG_MQTT_PASSWORD)",
@@ -88,6 +94,40 @@ def require_extras(args: argparse.Namespace, transport: str, dialect: str | None
         require(DIALECTS[dialect], f"--dialect {dialect}")
     if getattr(args, "mqtt", None):
         require("mqtt", "--mqtt")
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
+    (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
+    MemoryError, a silent clamp or a directory outside `--out`."""
+    from rig.ids import check_id
+    from rig.limits import bounded, local_rate
+
+    if getattr(args, "run_id", None) is not None:
+        check_id(args.run_id, "--run-id")
+    ints = (
+        ("--concurrency", "concurrency", 1, 100_000),
+        ("--connect-concurrency", "connect_concurrency", 1, 100_000),
+        ("--repeat", "repeat", 1, 1_000_000),
+        ("--rt-priority", "rt_priority", 0, 99),
+    )
+    for flag, name, lo, hi in ints:
+        v = getattr(args, name, None)
+        if v is not None and not lo <= v <= hi:
+            raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
+    floats = (
+        ("--frame-ms", "frame_ms", 2.5, 1000.0),
+        ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
+        ("--max-s", "max_s", 0.001, 86_400.0),
+        ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
+    )
+    for flag, name, flo, fhi in floats:
+        v = getattr(args, name, None)
+        if v is not None:
+            bounded(v, flo, fhi, flag)
+    if getattr(args, "sample_rate", None) is not None:
+        local_rate(args.sample_rate, "--sample-rate")
 
 
 def session_config(
@@ -159,7 +199,7 @@ def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | N
 def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
     """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
     null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    import json
+    from rig import safejson
 
     out: dict[str, Any] = {}
     for pair in pairs or []:
@@ -167,8 +207,8 @@ def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
         if not eq or not key.strip():
             raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
         try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
+            out[key.strip()] = safejson.parse(value)
+        except ValueError:  # not JSON (or NaN, 10^5-deep...): the plain string
             out[key.strip()] = value
     return out
 
@@ -189,8 +229,8 @@ def build_specs(
     dialect: str,
 ) -> list[RolloutSpec]:
     from rig.dialects import get_dialect
+    from rig.redact import redact_url
     from rig.runner import RolloutSpec
-    from rig.transports.websocket import redact_url
 
     for item in items:
         if item.meta.get("history") and transport != "ws":
@@ -199,8 +239,6 @@ def build_specs(
                 "text (openai, grok, gemini); use prefill audio over other transports"
             )
     if transport == "device":
-        from rig.cli.run import device_specs  # --output/--input/--calibration live there
-
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
@@ -210,7 +248,7 @@ def build_specs(
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
-    preferred = getattr(probe, "frame_ms", None)  # e.g. Moshi's 80 ms
+    preferred = probe.frame_ms  # e.g. Moshi's 80 ms
     frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
     for item in items:
         if item.meta.get("history") and transport == "ws":
@@ -236,6 +274,52 @@ def build_specs(
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {**item.meta, "repeat": rep},
                 session_config(args, {**frame, **(item.session or {})}),
+            )
+        )
+    return specs
+
+
+def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
+    """Rollouts over a sound card; devices, format and calibration are checked up front."""
+    from rig.device.calibration import load_calibration
+    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+    from rig.runner import RolloutSpec
+    from rig.transports.device import device_factory
+
+    if not args.output or not args.input:
+        raise ConfigError("--transport device needs --output DEV and --input DEV")
+    if args.concurrency > 1:
+        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
+    opts = DeviceOptions(
+        output=args.output,
+        input=args.input,
+        rate=args.sample_rate or 48_000,
+        channels=args.channels,
+        blocksize=args.blocksize,
+        latency=parse_latency(args.latency),
+        duplex=args.duplex,
+        backend=args.backend,
+    )
+    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
+    key = path_key(stream, opts)
+    cal = load_calibration(args.calibration, key)
+    target = {
+        "transport": "device",
+        **key.as_dict(),
+        "channels": opts.channels,
+        "calibration": None if cal is None else cal.as_dict(),
+        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
+    }
+    specs = []
+    for rid, item, rep in repeated(items, args.repeat):
+        specs.append(
+            RolloutSpec(
+                rid,
+                item.plan,
+                device_factory(opts, args.calibration),
+                target,
+                {**item.meta, "repeat": rep},
+                session_config(args, item.session),
             )
         )
     return specs
@@ -275,6 +359,7 @@ async def _run_specs(
         concurrency=args.concurrency,
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
+        force_resume=bool(getattr(args, "force_resume", False)),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
@@ -294,6 +379,7 @@ async def _run_specs(
                 bus,
                 detail=getattr(args, "detail", None),
                 refresh_hz=4.0 if len(specs) <= 10 else 2.0,
+                clock=clock,
             )
             if await view.start():
                 stack.push_async_callback(_close_view, view)
@@ -304,7 +390,9 @@ async def _run_specs(
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
 
-            await stack.enter_async_context(MqttPublisher(bus, parse_mqtt_url(args.mqtt)))
+            await stack.enter_async_context(
+                MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
+            )
             if getattr(args, "device_clock", None):
                 from rig.telemetry.deviceclock import DeviceClockProbe
 

@@ -7,7 +7,13 @@ import os
 from typing import Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
-from rig.cli.common import add_run_options, build_specs, require_extras, run_specs
+from rig.cli.common import (
+    add_run_options,
+    build_specs,
+    check_run_options,
+    require_extras,
+    run_specs,
+)
 from rig.cli.sim import add_sim_knobs, sim_from_args
 
 
@@ -19,9 +25,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.reporting.summary import print_summary
+
+    check_run_options(args)
     from rig.scenarios import resolve
     from rig.sim.server import SimServer, SimThread
-    from rig.summary import print_summary
 
     require_extras(args, "ws", "rig")
     cfg, net, reply = sim_from_args(args)

@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require(BACKENDS[args.backend], f"rig devices --backend {args.backend}")
-    from rig.device.backend import get_backend
+    from rig.device.stream import get_backend
 
     backend = get_backend(args.backend)
     apis = backend.hostapis()

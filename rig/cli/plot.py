@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
 
     require("plot", "rig plot")
     from rig.analysis.rollout import load_rollout
-    from rig.labels import rollout_labels, write_labels
-    from rig.plot import activity_of, render_png
+    from rig.reporting.labels import rollout_labels, write_labels
+    from rig.reporting.plot import activity_of, render_png
 
     view = load_rollout(args.rollout_dir)
     user_speech, system_speech = activity_of(view)

@@ -19,21 +19,48 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--upstream", required=True, help="ws:// or wss:// URL of the system")
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name")
+    p.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=16 << 20,
+        help="close a connection (1009) on a bigger message (default 16 MiB)",
+    )
+    p.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=300.0,
+        help="close a connection (1001) after this long without a message (default 300)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.ids import check_id
+    from rig.limits import bounded
     from rig.proxy import RecordingProxy
+    from rig.redact import redact_url
     from rig.runner import new_run_id
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--listen wants HOST:PORT, got {args.listen!r}")
     if not args.upstream.startswith(("ws://", "wss://")):
-        raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
+        raise ConfigError(
+            f"--upstream must be a ws:// or wss:// URL, got {redact_url(args.upstream)!r}"
+        )
+    if not 1024 <= args.max_message_bytes <= 1 << 30:
+        raise ConfigError("--max-message-bytes must be between 1 KiB and 1 GiB")
+    bounded(args.idle_timeout_s, 0.1, 86_400.0, "--idle-timeout-s")
+    if args.run_id is not None:
+        check_id(args.run_id, "--run-id")
     out = os.path.join(args.out, args.run_id or new_run_id())
 
     async def main() -> None:
-        proxy = RecordingProxy(args.upstream, out)
+        proxy = RecordingProxy(
+            args.upstream,
+            out,
+            max_message_bytes=args.max_message_bytes,
+            idle_timeout_s=args.idle_timeout_s,
+        )
         url = await proxy.start(host or "127.0.0.1", int(port))
         print(f"rig proxy listening on {url}, recording into {out}", flush=True)
         stop = asyncio.Event()

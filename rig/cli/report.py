@@ -27,13 +27,19 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--confidence", type=float, default=0.95, help="bootstrap CI level")
     p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
+    p.add_argument(
+        "--repair-wav",
+        action="store_true",
+        help="rewrite WAV headers a crash left behind their data (only for a run that is "
+        "over: the run's own process must not be writing)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
-    from rig.summary import load_rollouts, summary_table
+    from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
@@ -57,15 +63,43 @@ def run(args: argparse.Namespace) -> int:
         console.print(decomposition)
         console.print(clock_fit_table(rollouts))
     for p in report["problems"]:
-        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}")
+        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
+    for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
+        console.print(line, markup=False, highlight=False)
     if args.csv:
         console.print(f"CSV: {args.csv}")
     return 0
 
 
+def wav_header_lines(run_dir: str, *, repair: bool) -> list[str]:
+    """Stale WAV headers (a killed run): what a header-trusting player would miss, and with
+    `repair` the fix (rig's own readers read past a stale header either way)."""
+    from rig.recordings.wav import repair_header, stale_header
+
+    lines = []
+    base = os.path.join(run_dir, "rollouts")
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        for track in ("user.wav", "system.wav"):
+            path = os.path.join(base, name, track)
+            stale = stale_header(path)
+            if stale is None:
+                continue
+            counted, held = stale
+            if repair:
+                repair_header(path)
+                lines.append(f"{path}: header repaired ({counted} -> {held} data bytes)")
+            else:
+                lines.append(
+                    f"{path}: header counts {counted} data bytes, the file holds {held} "
+                    "(a crashed run); rig report --repair-wav fixes it for other players"
+                )
+    return lines
+
+
 def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     """Per rollout: how the server clock was fitted, and how well (what the split rests on)."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title="server clock fits", title_justify="left")
     for col in ("rollout", "method", "drift ppm", "offset ±ms", "RTT p50 ms", "note"):
@@ -73,7 +107,7 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
     for m in rollouts:
         fit = m.get("clock_fit")
         if not isinstance(fit, dict):
-            t.add_row(str(m.get("rollout_id")), "-", "-", "-", "-", "no clock fit")
+            t.add_row(Text(str(m.get("rollout_id"))), "-", "-", "-", "-", "no clock fit")
             continue
         rtt: dict[str, Any] = fit["rtt"] if isinstance(fit.get("rtt"), dict) else {}
 
@@ -83,13 +117,14 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
         drift = f(fit.get("drift_ppm"))
         if isinstance(fit.get("drift_err_ppm"), int | float):
             drift += f" ±{f(fit.get('drift_err_ppm'))}"
+        note = (_steps_note(fit), fit.get("reason") or fit.get("error"))
         t.add_row(
-            str(m.get("rollout_id")),
-            str(fit.get("method", "-")),
+            Text(str(m.get("rollout_id"))),
+            Text(str(fit.get("method", "-"))),
             drift,
             f(fit.get("offset_err_ms"), 2),
             f(rtt.get("rtt_p50_ms"), 2),
-            "; ".join(x for x in (_steps_note(fit), fit.get("reason") or fit.get("error")) if x),
+            Text("; ".join(str(x) for x in note if x)),
         )
     return t
 

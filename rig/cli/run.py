@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.common import (
     add_run_options,
     build_specs,
+    check_run_options,
     parse_dialect_options,
-    repeated,
     require_extras,
     run_specs,
-    session_config,
     uplink_rate,
 )
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
 if TYPE_CHECKING:
-    from rig.runner import RolloutSpec
-    from rig.scenarios import ScenarioItem
+    pass
 
 
 def add_parser(sub: Any) -> None:
@@ -59,60 +58,11 @@ def add_parser(sub: Any) -> None:
     add_run_options(p)
 
 
-def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
-    """Rollouts over a sound card; devices, format and calibration are checked up front."""
-    from rig.runner import RolloutSpec
-    from rig.transports.device import (
-        DeviceOptions,
-        device_factory,
-        load_calibration,
-        open_checked,
-        parse_latency,
-        path_key,
-    )
-
-    if not args.output or not args.input:
-        raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency > 1:
-        raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
-    opts = DeviceOptions(
-        output=args.output,
-        input=args.input,
-        rate=args.sample_rate or 48_000,
-        channels=args.channels,
-        blocksize=args.blocksize,
-        latency=parse_latency(args.latency),
-        duplex=args.duplex,
-        backend=args.backend,
-    )
-    stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
-    key = path_key(stream, opts)
-    cal = load_calibration(args.calibration, key)
-    target = {
-        "transport": "device",
-        **key.as_dict(),
-        "channels": opts.channels,
-        "calibration": None if cal is None else cal.as_dict(),
-        "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
-    }
-    specs = []
-    for rid, item, rep in repeated(items, args.repeat):
-        specs.append(
-            RolloutSpec(
-                rid,
-                item.plan,
-                device_factory(opts, args.calibration),
-                target,
-                {**item.meta, "repeat": rep},
-                session_config(args, item.session),
-            )
-        )
-    return specs
-
-
 def run(args: argparse.Namespace) -> int:
+    from rig.reporting.summary import print_summary
+
+    check_run_options(args)
     from rig.scenarios import resolve
-    from rig.summary import print_summary
 
     require_extras(args, args.transport, args.dialect)
     if args.transport == "device":
@@ -144,5 +94,12 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     rollouts = print_summary(runner.run_dir)
+    if runner.stop_reason:
+        print(
+            f"rig run: stopped early: {runner.stop_reason}; free space and run again with "
+            f"--run-id {runner.run_id} to resume",
+            file=sys.stderr,
+        )
+        return EXIT_ROLLOUTS_FAILED
     ok = all(m.get("status") == "ok" for m in rollouts)
     return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED

@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _summary(items: list[ScenarioItem]) -> list[dict[str, Any]]:
-    from rig.plan import describe_step
+    from rig.core.plan import describe_step
 
     out = []
     for it in items:

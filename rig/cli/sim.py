@@ -129,8 +129,8 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
 
 
 def device_options(args: argparse.Namespace) -> Any:
+    from rig.device.options import DeviceOptions, parse_latency
     from rig.errors import ConfigError
-    from rig.transports.device import DeviceOptions, parse_latency
 
     if not args.input or not args.output:
         raise ConfigError("--transport device needs --input DEV and --output DEV")

@@ -12,11 +12,13 @@ hold a `Clock`, and tests hand them a `FakeClock` whose time moves only when tol
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from typing import Protocol, runtime_checkable
 
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+from rig.clock.timer import precise_timer
+from rig.core.units import NS_PER_MS as NS_PER_MS  # re-exported: the clock's units
+from rig.core.units import NS_PER_S as NS_PER_S
 
 
 @runtime_checkable
@@ -39,8 +41,6 @@ class MonotonicClock:
 
     async def sleep_until(self, t_ns: int) -> None:
         if self._precise:
-            from rig.clock.timer import precise_timer
-
             timer = precise_timer()
             if timer is not None:
                 await timer.sleep_until(t_ns)
@@ -91,8 +91,6 @@ class FakeClock:
         if t_ns <= self._t_ns:
             await asyncio.sleep(0)
             return
-        import heapq
-
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._count += 1
         heapq.heappush(self._waiters, (t_ns, self._count, fut))
@@ -101,8 +99,6 @@ class FakeClock:
         await fut
 
     async def _advance_loop(self) -> None:
-        import heapq
-
         while self._waiters:
             for _ in range(self.SETTLE_TURNS):
                 await asyncio.sleep(0)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from dataclasses import replace
 from types import TracebackType
@@ -185,7 +186,12 @@ class Dashboard:
         if self._sub is not None:
             self.step()
             if self.headless:
-                self.console.print(summary_line(self._snapshot, self._t0_ns), highlight=False)
+                self.console.print(
+                    summary_line(self._snapshot, self._t0_ns),
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
             self._sub.close()
         if self._live is not None:
             self._live.stop()  # prints the final frame
@@ -232,7 +238,9 @@ class Dashboard:
         for ev in events:
             apply(ev)
             if self.headless and ev.kind == "status":
-                self.console.print(status_line(ev, self._t0_ns), highlight=False, markup=False)
+                self.console.print(
+                    status_line(ev, self._t0_ns), highlight=False, markup=False, soft_wrap=True
+                )
 
     def _tick(self) -> FleetSnapshot:
         now = self.clock.now_ns()
@@ -255,7 +263,9 @@ class Dashboard:
         if self.headless and snap.t_ns >= self._next_summary_ns:
             self._next_summary_ns = snap.t_ns + self.summary_every_ns
             if snap.rollouts:
-                self.console.print(summary_line(snap, self._t0_ns), highlight=False)
+                self.console.print(
+                    summary_line(snap, self._t0_ns), highlight=False, markup=False, soft_wrap=True
+                )
         return snap
 
     def per_page(self) -> int:
@@ -318,8 +328,6 @@ class Dashboard:
             self._tty_restore = None
 
     def _on_stdin(self) -> None:
-        import os
-
         assert self._key_fd is not None
         try:
             data = os.read(self._key_fd, 64)

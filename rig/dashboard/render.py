@@ -9,8 +9,8 @@ one page of the fleet table (problems first: failed, stalled, invalid timing; th
 pending, done), the detail panel of one rollout, a footer with the keys (or the search
 prompt). `rows_per_page(height)` is how many table rows fit a terminal of that height.
 
-Text that comes from outside (rollout and run ids, targets, reasons, protocol events) is
-always a `rich.text.Text`, never markup.
+Text that comes from outside (rollout and run ids, targets, reasons, protocol events: over
+MQTT anyone can publish) is always a `rich.text.Text`, never markup.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from rig.clock.base import Clock, MonotonicClock
-from rig.device.backend import Backend, Block, DeviceStream, StatusFlag, StreamSettings, flag_names
+from rig.core.units import NS_PER_S
+from rig.device.binding import Backend
 from rig.device.calibrate import (
     CalibrationStats,
     Detection,
@@ -37,10 +38,11 @@ from rig.device.calibrate import (
     probe_train,
     summarize,
 )
+from rig.device.model import Block, StatusFlag, StreamSettings, flag_names
+from rig.device.stream import DeviceStream
 from rig.device.timeinfo import FrameClock, FrameStamp, PaClockCheck, check_pa_clock
 from rig.errors import DeviceError
 
-NS_PER_S = 1_000_000_000
 PROBES = ("chirp", "mls")
 
 

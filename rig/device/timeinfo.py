@@ -13,18 +13,24 @@ currentTime) on the stream's clock. On JACK that clock starts near zero when the
 opens; through ALSA/PulseAudio it is the wall clock, and the ADC time can lag the current
 time by hundreds of milliseconds. `check_pa_clock` fits those times against the monotonic
 stamps and calls them consistent only if they run at the same rate (slope near 1) with a
-stable offset (small residuals). Nothing here reads a clock: stamps come in as data.
+stable offset (small residuals).
+
+While a stream runs, `LiveClock` places frames causally (the lower envelope of recent
+stamp offsets: callbacks run late, never early), and `PlayLog` says which output stream
+frame each queued sample played at. Nothing here reads a clock: stamps come in as data.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-NS_PER_S = 1_000_000_000
+from rig.core.units import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +186,76 @@ def check_pa_clock(
             resid_ms,
         )
     return verdict(True, "same rate, stable offset", slope, offset, resid_ms)
+
+
+# ---------------------------------------------------------------------------- live trackers
+
+LIVE_WINDOW_S = 0.5
+MAX_SETTLE_SPREAD_NS = 20_000_000
+
+
+class LiveClock:
+    """Causal placement of one direction's frames: lower envelope of recent stamp offsets."""
+
+    def __init__(self, rate: int, window_s: float = LIVE_WINDOW_S) -> None:
+        self.rate = rate
+        self.window_frames = round(window_s * rate)
+        self._recent: collections.deque[tuple[int, float]] = collections.deque()
+
+    def add(self, frame: int, t_ns: int) -> None:
+        self._recent.append((frame, t_ns - frame * NS_PER_S / self.rate))
+        while self._recent and self._recent[0][0] < frame - self.window_frames:
+            self._recent.popleft()
+
+    def time_ns(self, frame: float) -> int:
+        if not self._recent:
+            raise ValueError("no stamps yet")
+        return round(min(o for _, o in self._recent) + frame * NS_PER_S / self.rate)
+
+    def steady(self) -> bool:
+        """The window is full of blocks that agree: the stream runs at its rate, no stall."""
+        if len(self._recent) < 3:
+            return False
+        span = self._recent[-1][0] - self._recent[0][0]
+        offsets = [o for _, o in self._recent]
+        return span >= self.window_frames * 0.9 and max(offsets) - min(offsets) < (
+            MAX_SETTLE_SPREAD_NS
+        )
+
+
+class PlayLog:
+    """Which output stream frame each queued sample played at (fed from output blocks)."""
+
+    def __init__(self) -> None:
+        self.pushed = 0  # samples queued so far (lead silence included)
+        self.played = 0  # samples the output blocks seen so far took from the queue
+        self.next_out_frame = 0  # stream frame after the last output block seen
+        self._starts: list[int] = []  # cumulative queue index of each block's first taken sample
+        self._frames: list[int] = []  # that sample's output stream frame
+
+    @property
+    def empty(self) -> bool:
+        return self.played >= self.pushed
+
+    def push(self, n: int) -> int:
+        start = self.pushed
+        self.pushed += n
+        return start
+
+    def on_block(self, frame: int, n_frames: int, taken: int) -> None:
+        if taken > 0:
+            self._starts.append(self.played)
+            self._frames.append(frame)
+            self.played += taken
+        self.next_out_frame = frame + n_frames
+
+    def frame_of(self, index: int) -> int | None:
+        """Output stream frame of queued sample `index`, once an output block took it."""
+        if index >= self.played or not self._starts:
+            return None
+        i = bisect.bisect_right(self._starts, index) - 1
+        return self._frames[i] + index - self._starts[i]
+
+    def predict_frame(self, index: int) -> int:
+        """Where `index` will play if the queue drains without a gap from now on."""
+        return self.next_out_frame + max(0, index - self.played)

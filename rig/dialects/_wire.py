@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from rig.audio.pcm import Pcm16
 from rig.dialects.base import Message
 from rig.errors import ProtocolError
-from rig.transports.base import Pcm16
+from rig.safejson import object_remote
 
 
 def pcm_to_b64(pcm: Pcm16) -> str:
@@ -33,15 +34,9 @@ def b64_to_pcm(data: object) -> Pcm16:
 
 
 def load_object(message: Message) -> dict[str, Any]:
-    """A JSON object from a text (or UTF-8 binary) message; anything else is a ProtocolError."""
-    try:
-        text = message.decode("utf-8") if isinstance(message, bytes) else message
-        obj = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"not a JSON message: {exc}", str(message)[:200]) from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"expected a JSON object, got {type(obj).__name__}", str(obj)[:200])
-    return obj
+    """A JSON object from a text (or UTF-8 binary) message; anything else (deep nesting, huge
+    integers, NaN, 1e400 included) is a ProtocolError (rig.safejson)."""
+    return object_remote(message, "JSON message")
 
 
 def dumps(obj: dict[str, Any]) -> str:

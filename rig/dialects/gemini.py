@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.dialects.history import check_history, history_sent
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
+from rig.limits import remote_rate
 
 WIRE_IN_RATE = 16_000
 OUT_RATE = 24_000
@@ -54,17 +56,20 @@ _TOP_LEVEL = {
 
 
 def rate_of(mime: object) -> int | None:
-    """16000 from 'audio/pcm;rate=16000' (None if the MIME type says no rate)."""
+    """16000 from 'audio/pcm;rate=16000' (None if the MIME type says no rate); a rate outside
+    8-192 kHz or not a number is a ProtocolError."""
     if not isinstance(mime, str) or not mime.startswith("audio/pcm"):
         return None
     for part in mime.split(";")[1:]:
         k, _, v = part.strip().partition("=")
-        if k == "rate" and v.isdigit():
-            return int(v)
+        if k == "rate":
+            if not (v.isascii() and v.isdigit() and len(v) <= 9):
+                raise ProtocolError(f"gemini: mimeType {mime[:80]!r} has no usable sample rate")
+            return remote_rate(int(v), "gemini mimeType")
     return None
 
 
-class GeminiDialect:
+class GeminiDialect(Dialect):
     name = "gemini"
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     default_url = (

@@ -18,6 +18,7 @@ from typing import Any
 from rig.dialects._wire import dumps
 from rig.dialects.base import Message
 from rig.dialects.openai import RATE, OpenAIDialect
+from rig.limits import is_number, ts_ms_problem
 
 #: keys a Grok `ping` may carry its server time under, in the order they are tried
 PING_TIME_KEYS = ("timestamp", "timestamp_ms", "server_ts_ms", "time")
@@ -65,9 +66,20 @@ class GrokDialect(OpenAIDialect):
             return None
         for key in PING_TIME_KEYS:
             v = msg.get(key)
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                return float(v)
+            if isinstance(v, int | float) and is_number(v):
+                return None if ts_ms_problem(v) else float(v)
         return None
+
+    def _event_data(self, kind: str, wire: str, msg: dict[str, Any]) -> dict[str, Any]:
+        data = super()._event_data(kind, wire, msg)
+        if kind == "ping":
+            for key in PING_TIME_KEYS:
+                if is_number(msg.get(key)):
+                    problem = ts_ms_problem(msg[key])
+                    if problem:  # kept as an event, without a server time: said why
+                        data["server_ts_invalid"] = f"{key}: {problem}"
+                    break
+        return data
 
 
 def create(**options: Any) -> GrokDialect:

@@ -8,8 +8,8 @@ at configuration time, so an item is never run without the context it asks for.
 
 from __future__ import annotations
 
+from rig.core.events import DownEvent
 from rig.errors import ConfigError
-from rig.transports.base import DownEvent
 
 ROLES = ("user", "assistant", "system")
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from rig.dialects.base import Message
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.dialects.base import Dialect, Message
 from rig.dialects.ogg import OggReader, OggWriter
 from rig.dialects.opus import OpusDecoder, OpusEncoder
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 RATE = 24_000
 FRAME_MS = 80
@@ -35,7 +36,7 @@ KIND_TEXT = 0x02
 _EVENT_KINDS = {0x03: "control", 0x04: "metadata", 0x06: "ping"}
 
 
-class MoshiDialect:
+class MoshiDialect(Dialect):
     name = "moshi"
     default_url = "ws://127.0.0.1:8998/api/chat"
     frame_ms = FRAME_MS  # preferred session frame

@@ -27,12 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.dialects.history import check_history, history_sent
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 RATE = 24_000
 TURN_MODES = ("server_vad", "semantic_vad", "manual")
@@ -58,7 +59,7 @@ class _Item:
     n_samples: int
 
 
-class OpenAIDialect:
+class OpenAIDialect(Dialect):
     name = "openai"
     key_env: tuple[str, ...] = ("OPENAI_API_KEY",)
     default_url = "wss://api.openai.com/v1/realtime?model=gpt-realtime"

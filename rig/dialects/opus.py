@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from rig.audio.pcm import Pcm16
 from rig.dialects.resample import ResampleStream
 from rig.errors import ProtocolError
 from rig.extras import MissingExtra
-from rig.transports.base import Pcm16
 
 _DECODE_RATE = 48_000
 

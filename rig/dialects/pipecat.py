@@ -23,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from rig import __version__
-from rig.clock.base import NS_PER_MS
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_MS
 from rig.dialects import protowire as pw
-from rig.dialects.base import Message
+from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
+from rig.limits import MAX_CHANNELS, remote_rate
+from rig.safejson import loads_remote
 
 F_TEXT, F_AUDIO, F_TRANSCRIPTION, F_MESSAGE, F_INTERRUPTION = 1, 2, 3, 4, 5
 RTVI_LABEL = "rtvi-ai"
@@ -64,7 +67,7 @@ def parse_frame(data: bytes) -> tuple[int, dict[int, list[int | bytes]]]:
     return number, pw.parse(body)
 
 
-class PipecatDialect:
+class PipecatDialect(Dialect):
     name = "pipecat"
     default_url = "ws://127.0.0.1:8765"
 
@@ -111,10 +114,12 @@ class PipecatDialect:
         number, f = parse_frame(message)
         if number == F_AUDIO:
             raw = pw.last_bytes(f, 3)
-            rate = pw.last_int(f, 4)
+            rate = remote_rate(pw.last_int(f, 4), "pipecat audio frame")
             channels = pw.last_int(f, 5, 1) or 1
-            if rate <= 0 or len(raw) % (2 * channels):
-                raise ProtocolError(f"pipecat: bad audio frame (rate {rate}, {len(raw)} bytes)")
+            if channels > MAX_CHANNELS:
+                raise ProtocolError(f"pipecat: audio frame with {channels} channels")
+            if len(raw) % (2 * channels):
+                raise ProtocolError(f"pipecat: bad audio frame ({channels} ch, {len(raw)} bytes)")
             pcm = np.frombuffer(raw, dtype="<i2").astype(np.int16)
             if channels > 1:
                 pcm = pcm.reshape(-1, channels)[:, 0].copy()
@@ -133,13 +138,7 @@ class PipecatDialect:
             return [DownEvent("transcription", t_ns, data)]
         if number == F_INTERRUPTION:
             return [DownEvent("interruption", t_ns, {})]
-        raw_json = pw.last_str(f, 1)
-        try:
-            obj = json.loads(raw_json)
-        except ValueError as exc:
-            raise ProtocolError(
-                f"pipecat: message frame is not JSON: {exc}", raw_json[:200]
-            ) from exc
+        obj = loads_remote(pw.last_str(f, 1), "pipecat message frame")
         if not isinstance(obj, dict):
             return [DownEvent("message", t_ns, {"data": obj})]
         if obj.get("label") == RTVI_LABEL:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from rig.clock.base import NS_PER_MS
-from rig.dialects.base import Message
+from rig.audio.pcm import Pcm16
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_MS
+from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
+from rig.limits import remote_rate, remote_ts_ms, remote_ts_ns
 from rig.protocol import rawpcm
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
 
 
-class RawPcmDialect:
+class RawPcmDialect(Dialect):
     name = "rig"
 
     def __init__(self, sample_rate: int = 16_000, framing: str = "rig1") -> None:
@@ -55,15 +57,18 @@ class RawPcmDialect:
         msg = rawpcm.decode_text(message)
         kind = msg.pop("type")
         if kind == "ready":
-            rate = msg.get("sample_rate", self.downlink_rate)
-            if not isinstance(rate, int) or rate <= 0:
-                raise ProtocolError(f"bad sample_rate in ready: {rate!r}")
-            self.downlink_rate = rate
+            self.downlink_rate = remote_rate(msg.get("sample_rate", self.downlink_rate), "ready")
             self._ready = True
         elif kind == "error":
             raise ProtocolError(f"server error: {msg.get('message', msg)}", msg)
+        elif kind == "probe_reply":
+            for key in ("t0_ns", "t1_server_ns", "t2_server_ns"):
+                if key in msg:
+                    remote_ts_ns(msg[key], f"probe_reply.{key}")
         ts = msg.get("server_ts_ms")
-        return [DownEvent(kind, t_ns, msg, ts if isinstance(ts, int | float) else None)]
+        if ts is not None:
+            ts = remote_ts_ms(ts, f"{kind}.server_ts_ms")
+        return [DownEvent(kind, t_ns, msg, ts)]
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from rig.transports.base import Pcm16
+from rig.audio.pcm import Pcm16
 
 
 class ResampleStream:

@@ -10,8 +10,9 @@ the shared clock without trusting any server clock.
 from __future__ import annotations
 
 import bisect
+import math
 
-from rig.clock.base import NS_PER_S
+from rig.core.units import NS_PER_S
 
 
 class SendLog:
@@ -28,7 +29,10 @@ class SendLog:
 
     def time_of_ms(self, audio_ms: float) -> int | None:
         """Shared-clock time the sample at `audio_ms` into the stream was sent (None if unsent)."""
-        sample = round(audio_ms * self.sample_rate / 1000)
+        position = audio_ms * self.sample_rate / 1000
+        if not math.isfinite(position):  # NaN, inf, or 1e308 ms times the rate
+            return None
+        sample = round(position)
         if not self._starts or sample < 0 or sample > self.samples:
             return None
         i = bisect.bisect_right(self._starts, sample) - 1

@@ -24,6 +24,8 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16, pcm_from_bytes
 from rig.errors import ProtocolError
+from rig.limits import remote_ts_ms
+from rig.safejson import loads_remote
 
 PROTOCOL = "rig-pcm"
 VERSION = 1
@@ -62,7 +64,9 @@ def decode_audio(data: bytes, framing: str = "rig1", seq_if_raw: int = 0) -> Aud
         pcm = pcm_from_bytes(data[HEADER_BYTES:])
     except ValueError as exc:
         raise ProtocolError(str(exc)) from exc
-    return AudioFrame(seq, None if math.isnan(ts_ms) else ts_ms, pcm)
+    if math.isnan(ts_ms):
+        return AudioFrame(seq, None, pcm)
+    return AudioFrame(seq, remote_ts_ms(ts_ms, f"audio frame {seq}"), pcm)
 
 
 def encode_text(msg_type: str, **fields: Any) -> str:
@@ -72,10 +76,7 @@ def encode_text(msg_type: str, **fields: Any) -> str:
 def decode_text(data: str) -> dict[str, Any]:
     if len(data) > MAX_TEXT_BYTES:
         raise ProtocolError(f"text message of {len(data)} bytes is too long")
-    try:
-        msg = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"text message is not JSON: {exc.msg}", data[:200]) from exc
+    msg = loads_remote(data, "text message", max_bytes=MAX_TEXT_BYTES)
     if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
         raise ProtocolError("text message is not an object with a string 'type'", data[:200])
     return msg

@@ -1,7 +1,8 @@
 """The run manifest: every setting, version and host fact needed to reproduce a run.
 
 Secrets never reach it: keys that look like credentials are replaced, URLs lose their
-user-info and query strings, and argv values after secret-looking flags are dropped.
+user-info and query strings, and argv values after secret-looking flags are dropped
+(rig.redact, re-exported here).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import datetime as dt
 import importlib.metadata
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
@@ -19,10 +19,8 @@ from typing import Any
 
 from rig import __version__
 from rig.clock.timer import wakeup_method
+from rig.redact import REDACTED, SECRET_KEY, URL, redact, redact_argv
 
-SECRET_KEY = re.compile(r"(key|token|secret|passw|auth|credential|bearer|cookie)", re.I)
-URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
-REDACTED = "<redacted>"
 LIBRARIES = (
     "numpy",
     "soundfile",
@@ -37,39 +35,6 @@ LIBRARIES = (
     "aiomqtt",
     "matplotlib",
 )
-
-
-def redact(obj: Any) -> Any:
-    """A copy of a JSON-like object with secret-looking keys and URL credentials removed."""
-    if isinstance(obj, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and SECRET_KEY.search(k) and v else redact(v))
-            for k, v in obj.items()
-        }
-    if isinstance(obj, list | tuple):
-        return [redact(v) for v in obj]
-    if isinstance(obj, str) and URL.match(obj):
-        from rig.transports.websocket import redact_url
-
-        return redact_url(obj)
-    return obj
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag, eq, value = arg.partition("=")
-        if flag.startswith("-") and SECRET_KEY.search(flag):
-            out.append(f"{flag}={REDACTED}" if eq else flag)
-            hide_next = not eq
-            continue
-        out.append(redact(arg))
-    return out
 
 
 def git_sha() -> str | None:
@@ -142,3 +107,6 @@ def build_manifest(
         "clock": "CLOCK_MONOTONIC (time.monotonic_ns), integer ns",
         "timer": wakeup_method(),
     }
+
+
+__all__ = ["REDACTED", "SECRET_KEY", "URL", "build_manifest", "redact", "redact_argv"]

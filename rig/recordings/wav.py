@@ -9,13 +9,16 @@ nothing appended is lost.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from typing import BinaryIO
 
 import numpy as np
+import soundfile as sf
 
 from rig.audio.pcm import Pcm16
+from rig.errors import AudioInputError
 
 HEADER_BYTES = 44
 
@@ -71,6 +74,12 @@ class WavAppender:
         self._f.flush()
         self._dirty = False
 
+    def abandon(self) -> None:
+        """Close after a write error: no more writes (the header counts what was flushed)."""
+        if not self._f.closed:
+            with contextlib.suppress(OSError):
+                self._f.close()
+
     def close(self) -> None:
         if not self._f.closed:
             self.flush()
@@ -79,18 +88,44 @@ class WavAppender:
 
 
 def read_wav(path: str) -> tuple[Pcm16, int]:
-    """Read a rig WAV (mono PCM16), trusting the file size over a stale header."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_BYTES)
-        if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
-            import soundfile as sf
-
-            data, rate = sf.read(path, dtype="int16", always_2d=True)
-            return np.ascontiguousarray(data[:, 0]), int(rate)
-        sample_rate = struct.unpack("<I", head[24:28])[0]
-        body = f.read()
+    """Read a rig WAV (mono PCM16), trusting the file size over a stale header. Anything
+    that is not a usable WAV is an AudioInputError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+            if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
+                try:
+                    data, rate = sf.read(path, dtype="int16", always_2d=True)
+                except Exception as exc:  # noqa: BLE001 - soundfile raises its own types
+                    raise AudioInputError(path, f"unsupported or broken WAV: {exc}") from None
+                if not data.shape[1] or rate <= 0:
+                    raise AudioInputError(path, "no channels or no sample rate")
+                return np.ascontiguousarray(data[:, 0]), int(rate)
+            sample_rate = struct.unpack("<I", head[24:28])[0]
+            body = f.read()
+    except OSError as exc:
+        raise AudioInputError(path, f"cannot read: {exc.strerror}") from exc
+    if sample_rate <= 0:
+        raise AudioInputError(path, "header says 0 Hz")
     usable = len(body) - (len(body) % 2)
     return np.frombuffer(body[:usable], dtype="<i2").astype(np.int16), sample_rate
+
+
+def stale_header(path: str) -> tuple[int, int] | None:
+    """(bytes the header counts, bytes the file holds) when a crash left the header behind
+    the data; None when it is current or the file is not a rig WAV. Read-only."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+    except OSError:
+        return None
+    if len(head) < HEADER_BYTES or head[:4] != b"RIFF" or head[36:40] != b"data":
+        return None
+    counted = struct.unpack("<I", head[40:44])[0]
+    held = size - HEADER_BYTES
+    held -= held % 2
+    return (counted, held) if counted != held else None
 
 
 def repair_header(path: str) -> bool:

@@ -8,11 +8,19 @@ touched (data first, then WAV headers), so a SIGKILL loses at most the batch bei
 The queue is unbounded on purpose: a slow disk must never stall the audio loop, and a run
 must never drop what it heard. The backlog (items queued, not yet written) is measured; the
 high-water mark and any time above `warn_backlog` are reported as events and in metrics.
+
+A failing disk (ENOSPC, EFBIG, EACCES, EIO...) never kills the thread: the first `OSError` of
+a rollout is recorded against that rollout (`rollout_error(dir)`, naming the file and the
+errno), its files are closed and its later items are dropped (counted), and everything else
+goes on: other rollouts, barriers, the run. The runner marks such a rollout `write_error`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
 import queue
 import threading
@@ -24,14 +32,48 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rig.audio.pcm import Pcm16
+from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.wav import WavAppender
-from rig.records import ChunkRecord, EventRecord
+from rig.redact import redact_urls
 
 _STOP = object()
 
 
 def _json_line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+    """One strict JSON line. A row holding a non-finite number (or anything else strict JSON
+    cannot carry) is still written: the bad values become null and `invalid` names them, so
+    a row is never lost (decoders refuse such numbers; this is the last line of defence)."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+    except (ValueError, TypeError, RecursionError):
+        invalid: dict[str, str] = {}
+        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
+        clean["invalid"] = invalid
+        return json.dumps(clean, separators=(",", ":"), allow_nan=False, default=str) + "\n"
+
+
+def _clean(value: Any, path: str, invalid: dict[str, str], depth: int = 0) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        invalid[path] = f"not a finite number ({value!r})"
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
+        invalid[path] = "integer too large to write"
+        return None
+    if isinstance(value, dict | list | tuple):
+        if depth >= 32:
+            invalid[path] = "nested too deeply to write"
+            return None
+        if isinstance(value, dict):
+            return {str(k): _clean(v, f"{path}.{k}", invalid, depth + 1) for k, v in value.items()}
+        return [_clean(v, f"{path}[{i}]", invalid, depth + 1) for i, v in enumerate(value)]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist(), path, invalid, depth)
+    invalid[path] = f"not JSON data ({type(value).__name__})"
+    return repr(value)[:200]
 
 
 def _default(o: Any) -> Any:
@@ -45,14 +87,44 @@ def _default(o: Any) -> Any:
 
 
 def write_json_atomic(path: str, obj: Any) -> None:
-    """Write JSON to a temp file and rename it over `path`: readers see old or new, never half."""
+    """Write JSON to a temp file and rename it over `path`: readers see old or new, never half.
+    On an I/O error the temp file is removed and the error raised (the old file stays). A
+    dict holding values strict JSON cannot carry (NaN) is written with them null, named in
+    `invalid`."""
     tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, default=_default, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        text = json.dumps(obj, indent=2, default=_default, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        if not isinstance(obj, dict):
+            raise
+        # a NaN somewhere in a metrics dict: the file is still written, the value null and
+        # named in `invalid` (a rollout must not lose its status to one bad number)
+        invalid: dict[str, str] = {}
+        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
+        clean["invalid"] = {**(clean.get("invalid") or {}), **invalid}
+        text = json.dumps(clean, indent=2, allow_nan=False, default=str)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = path  # name the file the caller knows, not the temp file
+        raise
+
+
+def describe_os_error(exc: BaseException, path: str | None = None) -> str:
+    """`OSError: [Errno 28] No space left on device: '.../user.wav'` (the file always named)."""
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else path
+        where = f": {name!r}" if name is not None else ""
+        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
+    return f"{type(exc).__name__}: {exc}" + (f" ({path})" if path else "")
 
 
 @dataclass
@@ -64,6 +136,10 @@ class _RolloutFiles:
     event_lines: list[str]
     user: WavAppender
     system: WavAppender | None
+
+
+#: errnos that mean the whole file system is out of room: the runner stops starting rollouts
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 class RecordingWriter:
@@ -79,6 +155,10 @@ class RecordingWriter:
         self.warn_backlog = warn_backlog
         self.write_delay_s = write_delay_s  # test hook: simulate a slow disk
         self.errors: list[str] = []
+        #: rollout dir -> the first write error there (str), and its errno (for disk-full)
+        self._rollout_errors: dict[str, str] = {}
+        self._rollout_errnos: dict[str, int | None] = {}
+        self.dropped_after_error = 0  # items of failed rollouts that were not written
         self._started = False
 
     def start(self) -> None:
@@ -103,6 +183,14 @@ class RecordingWriter:
         rec = RolloutRecorder(self, rollout_dir)
         self.put(("open", rollout_dir, user_rate))
         return rec
+
+    def rollout_error(self, rollout_dir: str) -> str | None:
+        """The first write error of a rollout's files (None: everything was written)."""
+        return self._rollout_errors.get(str(rollout_dir))
+
+    def disk_full(self, rollout_dir: str) -> bool:
+        """Was that rollout's write error a full (or read-only) file system?"""
+        return self._rollout_errnos.get(str(rollout_dir)) in DISK_FULL_ERRNOS
 
     def barrier(self, callback: Callable[[], object]) -> None:
         """Call `callback` in the writer thread once everything queued before it is written
@@ -135,6 +223,8 @@ class RecordingWriter:
                     key = self._apply(it)
                     if key:
                         touched.add(key)
+                except OSError as exc:
+                    self._fail(str(it[1]), exc)
                 except Exception as exc:  # noqa: BLE001 - a bad record must not kill the writer
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                 with self._lock:
@@ -142,10 +232,27 @@ class RecordingWriter:
             for key in touched:
                 files = self._files.get(key)
                 if files is not None:
-                    self._flush(files)
-        for files in list(self._files.values()):
-            self._close_files(files)
+                    try:
+                        self._flush(files)
+                    except Exception as exc:  # noqa: BLE001 - recorded against the rollout
+                        self._fail(key, exc)
+        for key, files in list(self._files.items()):
+            try:
+                self._close_files(files)
+            except Exception as exc:  # noqa: BLE001 - recorded against the rollout
+                self._fail(key, exc, close=False)
         self._files.clear()
+
+    def _fail(self, key: str, exc: BaseException, *, close: bool = True) -> None:
+        """The first write error of a rollout: record it, close its files, drop the rest."""
+        text = describe_os_error(exc, key)
+        self.errors.append(text)
+        if key and key not in self._rollout_errors:
+            self._rollout_errors[key] = text
+            self._rollout_errnos[key] = exc.errno if isinstance(exc, OSError) else None
+        files = self._files.pop(key, None)
+        if files is not None and close:
+            _close_quietly(files)
 
     def _apply(self, item: tuple[Any, ...]) -> str | None:
         op, key = item[0], item[1]
@@ -156,23 +263,17 @@ class RecordingWriter:
             return None
         if op == "open":
             _, d, user_rate = item
-            self._files[d] = _RolloutFiles(
-                d,
-                open(os.path.join(d, "chunks.jsonl"), "ab", buffering=0),  # noqa: SIM115
-                open(os.path.join(d, "events.jsonl"), "ab", buffering=0),  # noqa: SIM115
-                [],
-                [],
-                WavAppender(os.path.join(d, "user.wav"), user_rate),
-                None,
-            )
+            self._files[d] = self._open(d, user_rate)
             return str(d)
         files = self._files.get(key)
         if files is None:
+            if key in self._rollout_errors:
+                self.dropped_after_error += 1
             return None
         if op == "chunk":
             files.chunk_lines.append(_json_line(item[2].to_json()))
-        elif op == "event":
-            files.event_lines.append(_json_line(item[2].to_json()))
+        elif op == "event":  # events carry free text (reasons, server messages): no URL secrets
+            files.event_lines.append(_json_line(redact_urls(item[2].to_json())))
         elif op == "user":
             files.user.append(item[2])
         elif op == "system":
@@ -188,12 +289,29 @@ class RecordingWriter:
         elif op == "system_pad":
             self._system(files, item[2]).pad_to(item[3])
         elif op == "metrics":
+            self._flush(files)  # a write error surfaces before metrics.json could say ok
             write_json_atomic(os.path.join(files.dir, "metrics.json"), item[2])
         elif op == "close":
             self._close_files(files)
             del self._files[key]
             return None
         return str(key)
+
+    @staticmethod
+    def _open(d: str, user_rate: int) -> _RolloutFiles:
+        opened: list[BinaryIO | WavAppender] = []
+        try:
+            chunks = open(os.path.join(d, "chunks.jsonl"), "ab", buffering=0)  # noqa: SIM115
+            opened.append(chunks)
+            events = open(os.path.join(d, "events.jsonl"), "ab", buffering=0)  # noqa: SIM115
+            opened.append(events)
+            user = WavAppender(os.path.join(d, "user.wav"), user_rate)
+        except BaseException:
+            for f in opened:
+                with contextlib.suppress(Exception):
+                    f.close()
+            raise
+        return _RolloutFiles(d, chunks, events, [], [], user, None)
 
     def _system(self, files: _RolloutFiles, rate: int) -> WavAppender:
         if files.system is None:
@@ -205,11 +323,21 @@ class RecordingWriter:
         # killed process leaves complete JSON lines behind.
         for lines, f in ((files.chunk_lines, files.chunks), (files.event_lines, files.events)):
             if lines:
-                f.write("".join(lines).encode("utf-8"))
+                data = "".join(lines).encode("utf-8")
                 lines.clear()
-        files.user.flush()
-        if files.system is not None:
-            files.system.flush()
+                try:
+                    _write_all(f, data)
+                except OSError as exc:
+                    exc.filename = exc.filename or getattr(f, "name", None)
+                    raise
+        for wav in (files.user, files.system):
+            if wav is None:
+                continue
+            try:
+                wav.flush()
+            except OSError as exc:
+                exc.filename = exc.filename or wav.path
+                raise
 
     def _close_files(self, files: _RolloutFiles) -> None:
         self._flush(files)
@@ -223,6 +351,27 @@ class RecordingWriter:
                 os.path.join(files.dir, "system.wav"), files.user.sample_rate
             )
         files.system.close()
+
+
+def _write_all(f: BinaryIO, data: bytes) -> None:
+    """An unbuffered file may take part of `data`: write the rest (or raise)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "short write", getattr(f, "name", None))
+        view = view[n:]
+
+
+def _close_quietly(files: _RolloutFiles) -> None:
+    """Close a failed rollout's files without writing more (errors are already recorded)."""
+    for f in (files.chunks, files.events):
+        with contextlib.suppress(Exception):
+            f.close()
+    for wav in (files.user, files.system):
+        if wav is not None:
+            with contextlib.suppress(Exception):
+                wav.abandon()
 
 
 class RolloutRecorder:

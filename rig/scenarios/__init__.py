@@ -5,33 +5,21 @@ silence padding), a scenario file (.toml/.json, rig.scenarios.fileformat) or `bu
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
 
+from rig.core.plan import PlanBuilder
 from rig.errors import ScenarioError
-from rig.plan import PlanBuilder, UserPlan
+from rig.ids import safe_id
+from rig.scenarios.builtin import BUILTINS, data_path
+from rig.scenarios.fileformat import load_scenario_file
+from rig.scenarios.item import ScenarioItem
 
-
-@dataclass
-class ScenarioItem:
-    item_id: str
-    plan: UserPlan
-    meta: dict[str, Any] = field(default_factory=dict)
-    session: dict[str, Any] = field(default_factory=dict)
-
-
-def data_path(*parts: str) -> str:
-    from rig.scenarios.builtin import data_path as _data_path
-
-    return _data_path(*parts)
+__all__ = ["ScenarioItem", "data_path", "resolve"]
 
 
 def resolve(
     spec: str, sample_rate: int, *, lead_s: float = 0.5, pad_s: float = 1.0
 ) -> list[ScenarioItem]:
     if spec.startswith("builtin:"):
-        from rig.scenarios.builtin import BUILTINS
-
         name = spec.split(":", 1)[1]
         if name not in BUILTINS:
             raise ScenarioError(
@@ -39,7 +27,7 @@ def resolve(
             )
         return BUILTINS[name](sample_rate)
     if spec.lower().endswith((".wav", ".flac", ".ogg")):
-        stem = os.path.splitext(os.path.basename(spec))[0]
+        stem = safe_id(os.path.splitext(os.path.basename(spec))[0])  # the rollout's dir name
         plan = (
             PlanBuilder(sample_rate)
             .add_silence(lead_s)
@@ -49,7 +37,5 @@ def resolve(
         )
         return [ScenarioItem(stem, plan, {"scenario": "file", "item": stem})]
     if spec.lower().endswith((".toml", ".json")):
-        from rig.scenarios.fileformat import load_scenario_file
-
         return load_scenario_file(spec, sample_rate)
     raise ScenarioError(spec, "not a WAV file, scenario file (.toml/.json) or builtin:NAME")

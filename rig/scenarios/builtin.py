@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import resources
 
-from rig.plan import PlanBuilder
-from rig.scenarios import ScenarioItem
+from rig.core.plan import PlanBuilder
+from rig.scenarios.fileformat import load_scenario_file
+from rig.scenarios.item import ScenarioItem
 
 
 def data_path(*parts: str) -> str:
@@ -38,8 +39,6 @@ def builtin_demo(sample_rate: int) -> list[ScenarioItem]:
 
 
 def builtin_timing(sample_rate: int) -> list[ScenarioItem]:
-    from rig.scenarios.fileformat import load_scenario_file
-
     return load_scenario_file(data_path("timing", "timing.toml"), sample_rate)
 
 

@@ -22,27 +22,32 @@ The item's rules and steps (as data) go into its meta, so the manifest records t
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import tomllib
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
+from rig import safejson
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
+from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
+from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
-from rig.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.errors import AudioInputError, ConfigError, ScenarioError
-from rig.plan import UserPlan, speech_bounds
-from rig.scenarios import ScenarioItem
+from rig.ids import ID
+from rig.scenarios.item import ScenarioItem
 
 ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")
 INJECT_ROLES = ("interruption", "backchannel")
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ID_RE = ID  # rig.ids: one safe path part, matched with \A...\Z
+#: durations that become audio (pads, gaps, pauses) or offsets; caps (max_s, timeouts) may
+#: be longer. Beyond these a file is refused, not allocated.
+MAX_DURATION_S = 3600.0
+MAX_CAP_S = 86_400.0
+MAX_FILE_BYTES = 16 << 20
 
 SUITE_KEYS = {"name", "description"}
 DEFAULT_KEYS = {"pad_before_s", "pad_after_s", "max_s", "drain_quiet_s", "drain_max_s", "rules"}
@@ -99,7 +104,14 @@ class _Check:
         return obj
 
     def number(
-        self, t: dict[str, Any], key: str, where: str, default: float | None = None, *, pos: bool
+        self,
+        t: dict[str, Any],
+        key: str,
+        where: str,
+        default: float | None = None,
+        *,
+        pos: bool,
+        hi: float | None = None,
     ) -> float:
         v = t.get(key, default)
         w = f"{where}.{key}"
@@ -109,6 +121,13 @@ class _Check:
             raise self.fail(w, f"must be a number, got {_tname(v)}")
         if v < 0 or (pos and v == 0):
             raise self.fail(w, f"must be {'> 0' if pos else '>= 0'}, got {v}")
+        limit = (
+            hi
+            if hi is not None
+            else (MAX_CAP_S if key.endswith(("max_s", "timeout_s")) else MAX_DURATION_S)
+        )
+        if v > limit:
+            raise self.fail(w, f"must be at most {limit:g}, got {v:g}")
         return float(v)
 
     def string(self, t: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
@@ -143,11 +162,16 @@ def parse_file(path: str) -> dict[str, Any]:
         raise ScenarioError(path, f"cannot read: {exc.strerror}") from exc
     try:
         if path.lower().endswith(".json"):
-            doc = json.loads(raw.decode("utf-8"))
+            doc = safejson.parse(raw, max_bytes=MAX_FILE_BYTES)
         else:
+            if len(raw) > MAX_FILE_BYTES:
+                raise safejson.JsonInputError(f"{len(raw)} bytes (at most {MAX_FILE_BYTES})")
             doc = tomllib.loads(raw.decode("utf-8"))
+            safejson.check_depth(doc)
+    except RecursionError:
+        raise ScenarioError(path, "does not parse: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError is a ValueError
-        raise ScenarioError(path, f"does not parse: {exc}") from exc
+        raise ScenarioError(path, f"does not parse: {exc}") from None
     if not isinstance(doc, dict):
         raise ScenarioError(path, f"top level must be a table, got {_tname(doc)}")
     return doc
@@ -224,7 +248,7 @@ def _item(
     t = c.table(raw, where, ITEM_KEYS)
     item_id = c.string(t, "id", where)
     if not ID_RE.match(item_id):
-        raise c.fail(f"{where}.id", f"{item_id!r}: use letters, digits, '_', '-', '.'")
+        raise c.fail(f"{where}.id", f"{item_id!r}: use 1-128 letters, digits, '_', '-', '.'")
     kind = c.string(t, "kind", where, "free").strip().lower().replace("-", "_")
     if kind not in ITEM_KINDS:
         raise c.fail(f"{where}.kind", f"{kind!r}: one of {', '.join(ITEM_KINDS)}")
@@ -242,7 +266,7 @@ def _item(
         "prefill": (
             _audio_path(c, base_dir, t["prefill"], f"{where}.prefill") if "prefill" in t else None
         ),
-        "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True),
+        "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
     }
     if spec["prefill_speed"] < 1:
@@ -264,7 +288,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     if not isinstance(raw, dict):
         raise c.fail(where, f"must be a table, got {_tname(raw)}")
     kind = raw.get("type")
-    if kind not in STEP_KEYS:
+    if not isinstance(kind, str) or kind not in STEP_KEYS:
         raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
     t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
     s: dict[str, Any] = {"type": kind}

@@ -28,11 +28,12 @@ from typing import Any
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock, MonotonicClock
-from rig.device.backend import Backend
+from rig.device.binding import Backend
+from rig.device.link import DeviceLink
+from rig.device.options import DeviceOptions
 from rig.errors import DeviceError
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.truth import TruthLog
-from rig.transports.device import DeviceLink, DeviceOptions
 
 Resolver = Callable[[bool], dict[str, Any] | None]
 

@@ -7,6 +7,12 @@ A thin asyncio shell around `SimEngine`. Per connection, three tasks:
 The server's own clock (`server_ts_ms` on every message) runs at `1 + drift_ppm/1e6` of the
 true clock, offset by `clock_offset_ms`. The truth log records what really happened, on the
 true shared clock.
+
+Hostile clients: every message is decoded as it comes off the socket, so a bad frame is
+answered at once with an `error` message and a 1008 close carrying the reason; the uplink
+queue holds at most `max_queue` messages (a flood waits in TCP, not in memory), messages
+are at most `max_message_bytes`, and a client that sends no hello within `hello_timeout_s`
+is closed with 1008.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ class SimServerState:
     connections: int = 0
     active: int = 0
     errors: list[str] = field(default_factory=list)
+    queue_high_water: int = 0  # most uplink messages waiting in one connection
 
 
 class SimHost:
@@ -129,9 +136,29 @@ class SimServer(SimHost):
 
     _server: Server | None = None
 
+    def __init__(
+        self,
+        cfg: SimConfig,
+        net: NetConfig | None = None,
+        *,
+        hello_timeout_s: float = 10.0,
+        max_queue: int = 256,
+        max_message_bytes: int = 1 << 20,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(cfg, net, **kwargs)
+        self.hello_timeout_s = hello_timeout_s
+        self.max_queue = max_queue
+        self.max_message_bytes = max_message_bytes
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self._server = await serve(
-            self._handle, host, port, max_size=4 << 20, ping_interval=None, compression=None
+            self._handle,
+            host,
+            port,
+            max_size=self.max_message_bytes,
+            ping_interval=None,
+            compression=None,
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
@@ -162,7 +189,9 @@ class SimServer(SimHost):
             self.state.errors.append(str(exc))
             with contextlib.suppress(ConnectionClosed):
                 await ws.send(rawpcm.encode_text("error", message=str(exc)))
-                await ws.close(1008, "protocol error")
+            with contextlib.suppress(ConnectionClosed):
+                # a close reason is at most 123 bytes of UTF-8
+                await ws.close(1008, str(exc).encode()[:120].decode("utf-8", "ignore"))
         finally:
             self.state.active -= 1
             self.truth.write("conn_close", self.clock.now_ns(), conn=conn)
@@ -179,10 +208,13 @@ class _Session:
         self.down_line = down
         self.engine = SimEngine(server.cfg, server.reply_audio)
         self.framing = "rig1"
-        self.up_q: asyncio.Queue[tuple[int, int, str | bytes] | None] = asyncio.Queue()
+        self.up_q: asyncio.Queue[tuple[int, int, rawpcm.AudioFrame | dict[str, Any]] | None] = (
+            asyncio.Queue(maxsize=server.max_queue)
+        )
+        # replies: bounded too (a probe flood); full means the client floods: a protocol error
         self.down_q: asyncio.Queue[
             tuple[int, Callable[[], str | bytes], dict[str, Any] | None] | None
-        ] = asyncio.Queue()
+        ] = asyncio.Queue(maxsize=server.max_queue * 64)
         self.wake = asyncio.Event()
         self.up_seq = 0
 
@@ -193,7 +225,10 @@ class _Session:
         return self.s.server_clock.ms(t_ns)
 
     async def run(self) -> None:
-        first = await self.ws.recv()
+        try:
+            first = await asyncio.wait_for(self.ws.recv(), self.s.hello_timeout_s)
+        except TimeoutError:
+            raise ProtocolError(f"no hello within {self.s.hello_timeout_s:g} s") from None
         if not isinstance(first, str):
             raise ProtocolError("expected a hello text message first")
         hello = rawpcm.decode_text(first)
@@ -218,23 +253,43 @@ class _Session:
                 conn=self.conn,
             )
         )
-        tasks = [
+        workers = [
             asyncio.create_task(self._uplink()),
             asyncio.create_task(self._emitter()),
             asyncio.create_task(self._downlink()),
         ]
+        reader = asyncio.create_task(self._read())
+        try:
+            await asyncio.wait([reader, *workers], return_when=asyncio.FIRST_COMPLETED)
+            if reader.done():
+                reader.result()  # a bad frame: ProtocolError, answered with a 1008 close
+                await asyncio.wait([workers[0]], timeout=5)  # the uplink line drains
+            for w in workers:
+                if w.done() and not w.cancelled() and w.exception() is not None:
+                    raise w.exception()  # type: ignore[misc]
+        finally:
+            for task in (reader, *workers):
+                task.cancel()
+            await asyncio.gather(reader, *workers, return_exceptions=True)
+
+    async def _read(self) -> None:
+        """Decode each message off the socket (a bad one raises at once), then queue it."""
         try:
             async for message in self.ws:
                 t_wire = self.now()
-                await self.up_q.put((self.up_line.release_ns(t_wire), t_wire, message))
+                decoded: rawpcm.AudioFrame | dict[str, Any]
+                if isinstance(message, bytes):
+                    decoded = rawpcm.decode_audio(message, self.framing, self.up_seq)
+                    self.up_seq += 1
+                else:
+                    decoded = rawpcm.decode_text(message)
+                await self.up_q.put((self.up_line.release_ns(t_wire), t_wire, decoded))
+                self.s.state.queue_high_water = max(
+                    self.s.state.queue_high_water, self.up_q.qsize()
+                )
         except ConnectionClosed:
             pass
-        finally:
-            await self.up_q.put(None)
-            await asyncio.wait([tasks[0]], timeout=5)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.up_q.put(None)
 
     async def _uplink(self) -> None:
         while True:
@@ -244,8 +299,8 @@ class _Session:
             release, t_wire, message = item
             await self.s.clock.sleep_until(release)
             t = self.now()
-            if isinstance(message, bytes):
-                frame = rawpcm.decode_audio(message, self.framing, self.up_seq)
+            if isinstance(message, rawpcm.AudioFrame):
+                frame = message
                 self.s.truth.write(
                     "recv_chunk",
                     t,
@@ -256,12 +311,11 @@ class _Session:
                     client_ts_ms=frame.ts_ms,
                     server_ts_ms=self.sms(t),
                 )
-                self.up_seq += 1
                 for truth in self.engine.on_audio(frame.pcm, t):
                     self._on_truth(truth)
                 self.wake.set()
             else:
-                await self._on_text(rawpcm.decode_text(message), t)
+                await self._on_text(message, t)
 
     async def _on_text(self, msg: dict[str, Any], t: int) -> None:
         kind = msg["type"]
@@ -313,7 +367,12 @@ class _Session:
     def _send_later(
         self, t_ns: int, make: Callable[[], str | bytes], truth: dict[str, Any] | None = None
     ) -> None:
-        self.down_q.put_nowait((self.down_line.release_ns(t_ns), make, truth))
+        try:
+            self.down_q.put_nowait((self.down_line.release_ns(t_ns), make, truth))
+        except asyncio.QueueFull:
+            raise ProtocolError(
+                f"more than {self.down_q.maxsize} replies pending: the client floods requests"
+            ) from None
 
     async def _emitter(self) -> None:
         while True:

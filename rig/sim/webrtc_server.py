@@ -197,6 +197,7 @@ class _RtcSession:
         self.ledger = RtcpLedger(OPUS_RATE)
         self.tap = PeerTap(
             self.ledger,
+            clock=server.clock,
             on_rtp_sent=self._on_rtp_sent,
             on_rtp_received=self._on_rtp_received,
             on_rtcp_events=self._on_rtcp,

@@ -7,7 +7,7 @@ the shared clock); the device replies on `.../probe_reply` with `{"v": 1, "id", 
 "t1_ns", "t2_ns"}` (t1 = probe arrival, t2 = reply departure, both on *its* clock); the rig
 stamps t3 on arrival. `DeviceClockCollector` (pure) turns messages into NTP-style
 `(t0_ns, t1_ns, t2_ns, t3_ns)` samples and `(device_ts_ns, local_arrival_ns)` event pairs,
-which rig.clock.fit turns into offset + drift. `DeviceClockProbe` is the asyncio shell;
+which rig.clockfit.fit turns into offset + drift. `DeviceClockProbe` is the asyncio shell;
 `SimulatedDevice` is a device with a configurable offset and drift, for tests and demos
 (`python -m rig.telemetry.deviceclock --mqtt URL --run R --device D --offset-ms 250`).
 """
@@ -25,18 +25,19 @@ from typing import Any
 import numpy as np
 
 from rig.clock import NS_PER_MS, Clock, MonotonicClock
-from rig.clock.fit import METHOD_TWO_WAY, fit_two_way
-from rig.clock.mapping import ClockMap, FitRefusal
-from rig.clock.steps import (
+from rig.clockfit.fit import METHOD_TWO_WAY, fit_two_way
+from rig.clockfit.mapping import ClockMap, FitRefusal
+from rig.clockfit.steps import (
     EARLIEST_NS,
     LATEST_NS,
     ClockStep,
-    find_probe_steps,
+    segment_at,
+    split_fit,
     stretch_bounds_dict,
-    stretch_of,
-    stretches,
 )
 from rig.errors import ProtocolError
+from rig.limits import remote_ts_ns
+from rig.safejson import object_remote
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
 from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url, topic_part
@@ -93,11 +94,8 @@ class DeviceClockCollector:
 
     def on_message(self, topic: str, payload: bytes, arrival_ns: int) -> ProbeSample | None:
         """Record a reply or device event that arrived at `arrival_ns`; return a new sample."""
-        try:
-            obj = json.loads(payload)
-        except ValueError as exc:
-            raise ProtocolError(f"device message is not JSON: {exc}") from exc
-        if not isinstance(obj, dict) or obj.get("v") != SCHEMA_VERSION:
+        obj = object_remote(payload, "device message", max_bytes=1 << 20)
+        if obj.get("v") != SCHEMA_VERSION:
             raise ProtocolError("device message is not a v1 object", obj)
         try:
             if topic == self.reply_topic:
@@ -105,11 +103,13 @@ class DeviceClockCollector:
                 if t0 is None or t0 != int(obj["t0_ns"]):
                     self.unmatched += 1
                     return None
-                sample = (t0, int(obj["t1_ns"]), int(obj["t2_ns"]), arrival_ns)
+                t1 = remote_ts_ns(obj["t1_ns"], "device probe_reply.t1_ns")
+                t2 = remote_ts_ns(obj["t2_ns"], "device probe_reply.t2_ns")
+                sample = (t0, t1, t2, arrival_ns)
                 self.samples.append(sample)
                 return sample
             if topic == self.events_topic:
-                self.events.append((int(obj["t_ns"]), arrival_ns))
+                self.events.append((remote_ts_ns(obj["t_ns"], "device event.t_ns"), arrival_ns))
                 self.event_payloads.append(obj)
                 return None
         except (KeyError, TypeError, ValueError) as exc:
@@ -229,7 +229,7 @@ class DeviceClockProbe:
         return max(fits, key=lambda f: f[2].n_samples)[2]
 
     def fits(self) -> tuple[list[ClockStep], list[tuple[int, int, ClockMap | FitRefusal]]]:
-        """Steps the probes prove (rig/clock/steps.py) and one fit per local-time stretch."""
+        """Steps the probes prove (rig/clockfit/steps.py) and one fit per local-time stretch."""
         s = self.samples
         if not s:
             return [], [
@@ -238,11 +238,7 @@ class DeviceClockProbe:
         t0, t1, t2, t3 = (np.asarray(col, dtype=np.int64) for col in zip(*s, strict=True))
         order = np.argsort(t0, kind="stable")  # send order, as the steps count
         t0, t1, t2, t3 = t0[order], t1[order], t2[order], t3[order]
-        steps = find_probe_steps(t0, t1, t2, t3)
-        out: list[tuple[int, int, ClockMap | FitRefusal]] = []
-        for lo, hi, k in stretches(steps, int(t0.size)):
-            out.append((lo, hi, fit_two_way(t2[k], t3[k], t0[k], t1[k])))
-        return steps, out
+        return split_fit(t0, t1, t2, t3, lambda k, lo, hi: fit_two_way(t2[k], t3[k], t0[k], t1[k]))
 
     def mapped_events(self, fit: ClockMap | FitRefusal | None = None) -> list[dict[str, Any]]:
         """The device's own events on the shared clock (`t_ns`), beside their arrival time;
@@ -253,12 +249,7 @@ class DeviceClockProbe:
         for (dev_ts, arrival), payload in zip(
             self.collector.events, self.collector.event_payloads, strict=False
         ):
-
-            def delay(k: int, dev_ts: int = dev_ts, arrival: int = arrival) -> float | None:
-                m = fits[k][2]
-                return float(arrival - m.to_local(dev_ts)) if isinstance(m, ClockMap) else None
-
-            f = fits[stretch_of(steps, arrival, delay)][2]
+            f = segment_at(steps, fits, arrival, dev_ts, lambda m: m)
             local = f.to_local(dev_ts) if isinstance(f, ClockMap) else None
             out.append({**payload, "device_ts_ns": dev_ts, "t_ns": local, "arrival_ns": arrival})
         return out
@@ -340,9 +331,9 @@ class SimulatedDevice:
             async for msg in client.messages:
                 t1 = self.device_ns(self.clock.now_ns())
                 try:
-                    obj = json.loads(bytes(msg.payload))
-                    pid, t0 = int(obj["id"]), int(obj["t0_ns"])
-                except (ValueError, KeyError, TypeError):
+                    obj = object_remote(bytes(msg.payload), "probe", max_bytes=1 << 16)
+                    pid, t0 = int(obj["id"]), remote_ts_ns(obj["t0_ns"], "probe.t0_ns")
+                except (ProtocolError, ValueError, KeyError, TypeError):
                     continue
                 if self.hold_s:
                     await asyncio.sleep(self.hold_s)

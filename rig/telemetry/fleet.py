@@ -20,7 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-NS_PER_S = 1_000_000_000
+from rig.core.units import NS_PER_S
+
 ACTIVE = frozenset({"connecting", "running", "draining"})
 
 

@@ -24,16 +24,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import ssl
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from rig.clock.base import Clock, MonotonicClock
 from rig.errors import ConfigError, ProtocolError
+from rig.redact import redact_text
+from rig.safejson import object_remote
+from rig.telemetry import validate
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import READABLE_VERSIONS, SCHEMA_VERSION, TelemetryEvent
 
@@ -41,6 +45,7 @@ PASSWORD_ENV = "RIG_MQTT_PASSWORD"
 MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
 SLICE = 256  # events handled between two yields to the loop
 RETAINED_KINDS = frozenset({"status", "run"})  # the latest one is what a late reader needs
+MAX_PAYLOAD_BYTES = 1 << 20  # a telemetry payload is small; anything bigger is refused
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -141,26 +146,14 @@ def subscription_filter(run_id: str | None = None) -> str:
     return f"rig/{topic_part(run_id) if run_id else '+'}/+/+"
 
 
-def redact_url(text: str) -> str:
-    """Drop userinfo (user:password@) from anything that parses as a URL with a host."""
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    if not parts.scheme or not parts.hostname or "@" not in parts.netloc:
-        return text
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # made once: json.dumps with
 # arguments builds a new encoder per call, a third of the cost of a small payload
 
 
 def encode(ev: TelemetryEvent) -> bytes:
     data = ev.data
-    if ev.kind == "status" and isinstance(data.get("target"), str):
-        data = {**data, "target": redact_url(data["target"])}
+    if ev.kind == "status":  # the only kind with free text: target URL, reason
+        data = {k: redact_text(v) if isinstance(v, str) else v for k, v in data.items()}
     payload = {
         "v": SCHEMA_VERSION,
         "kind": ev.kind,
@@ -174,28 +167,19 @@ def encode(ev: TelemetryEvent) -> bytes:
 
 def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
     """Parse one payload; ProtocolError for anything that is not a telemetry event of a version
-    this rig reads (READABLE_VERSIONS)."""
-    try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"telemetry payload is not JSON: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError("telemetry payload is not an object", obj)
+    this rig reads (READABLE_VERSIONS) whose fields have the types the rig publishes
+    (rig.telemetry.validate)."""
+    obj = object_remote(payload, "telemetry payload", max_bytes=MAX_PAYLOAD_BYTES)
     if obj.get("v") not in READABLE_VERSIONS:
         raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
-    try:
-        data = obj.get("data") or {}
-        if not isinstance(data, dict):
-            raise TypeError("data is not an object")
-        return TelemetryEvent(
-            kind=str(obj["kind"]),
-            run_id=str(obj["run"]),
-            rollout_id=str(obj["rollout"]),
-            t_ns=int(obj["t_ns"]),
-            data=data,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"malformed telemetry payload: {exc}", obj) from exc
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        raise ProtocolError("malformed telemetry payload: data is not an object")
+    kind, run_id, rollout_id, t_ns = validate.check_header(
+        obj.get("kind"), obj.get("run"), obj.get("rollout"), obj.get("t_ns")
+    )
+    validate.check(kind, data)
+    return TelemetryEvent(kind=kind, run_id=run_id, rollout_id=rollout_id, t_ns=t_ns, data=data)
 
 
 # -- coalescing (pure) ---------------------------------------------------------------------------
@@ -324,8 +308,10 @@ class MqttPublisher:
         retry_max_s: float = 5.0,
         publish_timeout_s: float = 2.0,
         keepalive_s: int = 10,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self._clock: Clock = clock or MonotonicClock()  # batches chunk events by its time
         self.stats = BridgeStats()
         self.flush_period_s = 1.0 / flush_hz
         self._bus = bus
@@ -425,7 +411,7 @@ class MqttPublisher:
     async def _send_pending(self, client: Any, force: bool = False) -> None:
         # Work in slices with a yield in between: this task shares the loop with the audio.
         assert self._sub is not None
-        now_ns = time.monotonic_ns()
+        now_ns = self._clock.now_ns()
         while len(self._sub) > 0:
             for ev in self._sub.drain(SLICE):
                 if ev.kind == "chunk":
@@ -461,7 +447,8 @@ class MqttPublisher:
 @dataclass(slots=True)
 class SubscriberStats:
     received: int = 0
-    malformed: int = 0
+    malformed: int = 0  # dropped: not a valid telemetry event (see last_malformed)
+    last_malformed: str | None = None
     connects: int = 0
     connected: bool = False
     last_error: str | None = None
@@ -478,10 +465,14 @@ class MqttSubscriber:
         run_id: str | None = None,
         retry_initial_s: float = 0.2,
         retry_max_s: float = 5.0,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
         self.stats = SubscriberStats()
+        #: where "dropped N malformed messages" warnings go (1st, 10th, 100th...: counted,
+        #: never a flood); default: the `rig.telemetry` logger
+        self._warn = warn or logging.getLogger("rig.telemetry").warning
         self.connected = asyncio.Event()
         self._bus = bus
         self._retry = (retry_initial_s, retry_max_s)
@@ -509,10 +500,24 @@ class MqttSubscriber:
             await asyncio.sleep(next(delays))
 
     def _handle(self, payload: Any) -> None:
+        """One broker message: checked, then published; a bad one is dropped and counted."""
         try:
             ev = decode(payload)
-        except ProtocolError:
+        except Exception as exc:  # noqa: BLE001 - any publisher on the broker: never fatal
             self.stats.malformed += 1
+            reason = exc.reason if isinstance(exc, ProtocolError) else f"{type(exc).__name__}"
+            self.stats.last_malformed = reason[:200]
+            n = self.stats.malformed
+            if _power_of_ten(n):
+                self._warn(
+                    f"telemetry: dropped {n} malformed message(s) so far; last: {reason[:200]}"
+                )
             return
         self.stats.received += 1
         self._bus.publish(ev)
+
+
+def _power_of_ten(n: int) -> bool:
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1

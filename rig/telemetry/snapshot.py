@@ -22,11 +22,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleet import FleetSummary, RunInfo, summarize
-
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +37,9 @@ class ReducerConfig:
     timeline_span_ns: int = 30 * NS_PER_S  # the activity strip covers this much history
     timeline_cells: int = 60
     recent_events: int = 8
+    #: rollouts tracked at most (a broker can carry any number of ids): past it, the oldest
+    #: finished rollout is forgotten; with none finished, events of new rollouts are refused
+    max_rollouts: int = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,15 +178,31 @@ class Reducer:
         self._latencies_ms: list[float] = []  # every response of the fleet, sorted
         self.applied = 0
         self.dropped = 0  # set by whoever feeds us (subscription/bridge drops)
+        self.evicted = 0  # finished rollouts forgotten to stay under max_rollouts
+        self._done: dict[tuple[str, str], None] = {}  # finished rollouts, oldest first
+        self.refused = 0  # events of new rollouts refused (max_rollouts, none finished)
 
-    def _get(self, ev: TelemetryEvent) -> _Rollout:
+    def _get(self, ev: TelemetryEvent) -> _Rollout | None:
         key = (ev.run_id, ev.rollout_id)
         r = self._rollouts.get(key)
         if r is None:
+            if len(self._rollouts) >= self.config.max_rollouts and not self._evict_one():
+                self.refused += 1
+                return None
             r = self._rollouts[key] = _Rollout(ev.run_id, ev.rollout_id, self.config.recent_events)
         if r.first_t_ns is None:
             r.first_t_ns = ev.t_ns
         return r
+
+    def _evict_one(self) -> bool:
+        """Forget the rollout that finished first (O(1)); False if none is finished."""
+        if not self._done:
+            return False
+        key = next(iter(self._done))
+        del self._done[key]
+        self._rollouts.pop(key, None)
+        self.evicted += 1
+        return True
 
     def apply(self, ev: TelemetryEvent) -> None:
         """Fold one event in. Unknown kinds are kept as recent events (forward compatible)."""
@@ -196,6 +213,8 @@ class Reducer:
             self._run_level(ev)
             return
         r = self._get(ev)
+        if r is None:
+            return
         if kind == "chunk":
             stall = d.get("stall")
             self._chunk(r, ev.t_ns, d.get("dir"), 1, d.get("lateness_ns"), d.get("level_dbfs"))
@@ -314,8 +333,13 @@ class Reducer:
             r.timing_reason = None if d.get("timing_reason") is None else str(d["timing_reason"])
         if state in ("connecting", "running") and r.start_ns is None:
             r.start_ns = ev.t_ns
+        key = (r.run_id, r.rollout_id)
         if state == "done":
             r.end_ns = ev.t_ns
+            self._done.pop(key, None)
+            self._done[key] = None  # finished last: forgotten last
+        else:
+            self._done.pop(key, None)
         r.state = state
         r.status = d.get("status")
         r.reason = d.get("reason")

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from types import TracebackType
 
+from rig.clock.base import Clock
 from rig.telemetry.bus import EventBus
 from rig.telemetry.viewfeed import ViewFeed, socket_pair
 
@@ -42,6 +43,7 @@ class ViewProcess:
         start_timeout_s: float = 15.0,
         stop_timeout_s: float = 5.0,
         feed_mode: str = "put",
+        clock: Clock | None = None,
     ) -> None:
         self.bus = bus
         self.detail = detail
@@ -51,6 +53,7 @@ class ViewProcess:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.feed_mode = feed_mode
+        self.clock = clock
         self.feed: ViewFeed | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.error: str | None = None
@@ -94,7 +97,9 @@ class ViewProcess:
             return False
         finally:
             theirs.close()
-        self.feed = ViewFeed(self.bus, ours, flush_hz=self.refresh_hz, mode=self.feed_mode)
+        self.feed = ViewFeed(
+            self.bus, ours, flush_hz=self.refresh_hz, mode=self.feed_mode, clock=self.clock
+        )
         self.feed.start()
         ready = asyncio.ensure_future(self.feed.ready.wait())
         gone = asyncio.ensure_future(self.feed.closed.wait())

@@ -2,74 +2,68 @@
 
 A transport is a thin asyncio shell around one live connection to a system: it sends uplink
 PCM when the session tells it to, and yields what arrives, each item stamped on the shared
-clock as it comes off the wire. It holds no policy: pacing, placement and recording live in
-the session and the sans-I/O core.
+clock as it comes off the wire. Every stamp comes from the `Clock` the transport was given
+(never from `time` directly), so a transport on a `FakeClock` records only fake times. It
+holds no policy: pacing, placement and recording live in the session and the sans-I/O core.
 
 End of stream is signalled by `receive()` finishing; a connection that dies raises
 `TransportError` out of it (never a silent end: a dead peer is not a silent peer).
+
+Required: `uplink_rate`, `open`, `send_audio`, `send_event`, `receive`, `close`, `describe`.
+Optional features have documented defaults here; a transport overrides what it has and the
+session uses them unconditionally:
+
+  faster_than_real_time  False  audio may go out faster than it plays (the session's fast
+                                prefill); sound cards and RTP play in real time
+  sent_extra(seq)        None   extra chunks.jsonl fields for uplink frame `seq`
+  finish_metrics(m)      no-op  add transport-specific metrics at the end of a rollout
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-Pcm16 = npt.NDArray[np.int16]
+from rig.audio.pcm import Pcm16
+from rig.core.events import Incoming
 
 
-@dataclass(frozen=True, slots=True)
-class DownAudio:
-    """Audio from the system: mono int16 PCM at `sample_rate`, stamped on arrival."""
-
-    pcm: Pcm16
-    sample_rate: int
-    t_ns: int
-    server_ts_ms: float | None = None
-    extra: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DownEvent:
-    """A protocol event from the system (or the transport), stamped on arrival."""
-
-    kind: str
-    t_ns: int
-    data: dict[str, Any] = field(default_factory=dict)
-    server_ts_ms: float | None = None
-    #: "server", or "rig" for something the rig itself did that a dialect reports (its text
-    #: history went out): recorded under its own kind, not as `server.<kind>`
-    source: str = "server"
-
-
-Incoming = DownAudio | DownEvent
-
-
-class Transport(Protocol):
+class Transport(abc.ABC):
     """A live connection to one system under test."""
 
-    #: sample rate the system expects on the uplink (the session resamples to it)
+    #: sample rate the system expects on the uplink (the session's plan is at this rate)
     uplink_rate: int
-    # optional: `faster_than_real_time = True` where audio may be sent faster than it plays
-    # (the session's fast prefill); sound cards and RTP leave it out
+    faster_than_real_time: bool = False
 
+    @abc.abstractmethod
     async def open(self) -> None:
         """Connect and finish any handshake; raise TransportError on failure."""
 
+    @abc.abstractmethod
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
         """Send one uplink frame; return the shared-clock time it was handed to the OS."""
 
+    @abc.abstractmethod
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
         """Send a control message (end of input, clock probe, truncate...)."""
 
+    @abc.abstractmethod
     def receive(self) -> AsyncIterator[Incoming]:
         """Everything the system sends, in arrival order, until it closes."""
 
+    @abc.abstractmethod
     async def close(self) -> None:
         """Close; safe to call twice."""
 
+    @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """Settings for the manifest (never secrets)."""
+
+    def sent_extra(self, seq: int) -> dict[str, Any] | None:
+        """Extra chunks.jsonl fields for uplink frame `seq` (default: none)."""
+        return None
+
+    def finish_metrics(self, metrics: dict[str, Any]) -> None:
+        """Add transport-specific fields to a rollout's metrics.json (default: nothing)."""
+        return None

@@ -1,44 +1,57 @@
 """WebSocket transport: the `websockets` library plus a sans-I/O dialect.
 
-Arrival stamps: the connection subclass below reads the shared clock in `data_received`,
-the moment asyncio hands it bytes from the socket, and pins that stamp to every complete
-message parsed from those bytes. That is as close to the socket as the library allows; the
-time a message then waits in the library's queue is not counted as network delay.
+Arrival stamps: the connection subclass below reads the transport's clock (the injected
+one, so a FakeClock run records only fake times) in `data_received`, the moment asyncio
+hands it bytes from the socket, and pins that stamp to every complete message parsed from
+those bytes. That is as close to the socket as the library allows; the time a message then
+waits in the library's queue is not counted as network delay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import time
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
+from websockets.asyncio.server import ServerConnection
+from websockets.datastructures import Headers
+from websockets.exceptions import (
+    ConnectionClosed,
+    ConnectionClosedOK,
+    InvalidHandshake,
+    InvalidURI,
+)
 from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
-from rig.clock.base import NS_PER_S, Clock
+from rig.audio.pcm import Pcm16
+from rig.clock.base import Clock
+from rig.core.events import DownEvent, Incoming
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
-from rig.transports.base import DownEvent, Incoming, Pcm16
+from rig.redact import is_credential_header, redact_text, redact_url
+from rig.transports.base import Transport
 
 
 class ArrivalStamps:
     """Mixin for a websockets connection: remember when each message's last byte came off
-    the socket (`stamps`, one per complete data message, in order)."""
+    the socket (`stamps`, one per complete data message, in order), read from `now_ns`
+    (the injected clock's reader; `stamping(cls, clock)` binds it)."""
 
     _rx_ns: int
     stamps: collections.deque[int]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._now_ns = now_ns
         self._rx_ns = 0
         self.stamps = collections.deque()
 
     def data_received(self, data: bytes) -> None:
-        self._rx_ns = time.monotonic_ns()
+        self._rx_ns = self._now_ns()
         super().data_received(data)  # type: ignore[misc]
 
     def process_event(self, event: Any) -> None:
@@ -51,20 +64,39 @@ class StampedConnection(ArrivalStamps, ClientConnection):
     """A client connection that remembers when each message's last byte came off the socket."""
 
 
+class StampedServerConnection(ArrivalStamps, ServerConnection):
+    """The server side of the same stamping (the recording proxy's client-facing end)."""
+
+
+def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
+    """A websockets `create_connection` factory: `cls` stamping on `clock` (typed Any:
+    websockets annotates a class, and calls it like one)."""
+    return functools.partial(cls, now_ns=clock.now_ns)
+
+
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
-def redact_url(url: str) -> str:
-    """The URL without credentials or query string (tokens often travel there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    query = "<redacted>" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+class SafeConnect(connect):
+    """websockets' `connect`, but a redirect to another origin (scheme, host or port) drops
+    every credential header (rig.redact.is_credential_header), not only the ones websockets
+    knows (Authorization, Cookie): API-key headers such as `x-goog-api-key` included."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        old = self.ws_uri
+        result = super().process_redirect(exc)
+        if isinstance(result, str) and self.additional_headers is not None:
+            new = parse_uri(result)
+            if (old.secure, old.host, old.port) != (new.secure, new.host, new.port):
+                self.additional_headers = Headers(
+                    (k, v)
+                    for k, v in Headers(self.additional_headers).raw_items()
+                    if not is_credential_header(k)
+                )
+        return result
 
 
-class WebSocketTransport:
+class WebSocketTransport(Transport):
     """One WebSocket connection to a system, framed by a dialect."""
 
     #: messages may go out faster than real time (fast prefill): the server buffers them
@@ -113,6 +145,14 @@ class WebSocketTransport:
                 else:
                     await self._connect()
                 break
+            except InvalidURI as exc:  # the URL itself: retrying cannot help
+                raise TransportError(
+                    f"invalid URI {redact_url(self.url)}: {redact_text(exc.msg)}"
+                ) from None
+            except ValueError as exc:  # e.g. a redirect websockets will not follow
+                raise TransportError(
+                    f"cannot connect to {redact_url(self.url)}: {redact_text(str(exc))}"
+                ) from None
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 last_exc = exc
                 if attempt < self.retries:
@@ -120,16 +160,16 @@ class WebSocketTransport:
         else:
             raise TransportError(
                 f"could not connect to {redact_url(self.url)} after {self.retries + 1} attempts: "
-                f"{type(last_exc).__name__}: {last_exc}"
+                f"{type(last_exc).__name__}: {redact_text(str(last_exc))}"
             )
         await self._handshake()
 
     async def _connect(self) -> None:
         self._ws = await asyncio.wait_for(
-            connect(  # type: ignore[arg-type]
+            SafeConnect(  # type: ignore[arg-type]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
-                create_connection=StampedConnection,
+                create_connection=stamping(StampedConnection, self.clock),
                 max_size=self.max_message_bytes,
                 open_timeout=self.connect_timeout_s,
                 ping_interval=None,
@@ -142,32 +182,30 @@ class WebSocketTransport:
         ws = self._require()
         for msg in self.dialect.open_messages():
             await ws.send(msg)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not self.dialect.ready:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TransportError(f"no handshake answer within {self.ready_timeout_s} s")
-            try:
-                message = await asyncio.wait_for(ws.recv(), remaining)
-            except TimeoutError:
-                continue
-            except ConnectionClosed as exc:
-                raise TransportError(f"closed during handshake: {exc}", code=_code(exc)) from exc
-            t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
-            self._pending.extend(self.dialect.decode(message, t_ns))
-            await self._flush_outgoing(ws)
+        try:
+            async with asyncio.timeout(self.ready_timeout_s):  # a real-time limit, not a stamp
+                while not self.dialect.ready:
+                    try:
+                        message = await ws.recv()
+                    except ConnectionClosed as exc:
+                        why = f"closed during handshake: {redact_text(str(exc))}"
+                        raise TransportError(why, code=_code(exc)) from exc
+                    t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
+                    self._pending.extend(self.dialect.decode(message, t_ns))
+                    await self._flush_outgoing(ws)
+        except TimeoutError:
+            raise TransportError(f"no handshake answer within {self.ready_timeout_s} s") from None
 
     async def _flush_outgoing(self, ws: StampedConnection) -> None:
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
-        `response.create` once the server confirmed the commit). Optional dialect method."""
-        take = getattr(self.dialect, "take_outgoing", None)
-        if take is None:
-            return
+        `response.create` once the server confirmed the commit)."""
         try:
-            for msg in take():
+            for msg in self.dialect.take_outgoing():
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while answering: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while answering: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     def _require(self) -> StampedConnection:
         if self._ws is None:
@@ -181,7 +219,9 @@ class WebSocketTransport:
             for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
         return t_ns
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
@@ -190,7 +230,9 @@ class WebSocketTransport:
             for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
                 await ws.send(msg)
         except ConnectionClosed as exc:
-            raise TransportError(f"closed while sending {kind}: {exc}", code=_code(exc)) from exc
+            raise TransportError(
+                f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
 
     async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
         """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
@@ -215,7 +257,9 @@ class WebSocketTransport:
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
             except ConnectionClosed as exc:
-                raise TransportError(f"connection lost mid-stream: {exc}", code=_code(exc)) from exc
+                raise TransportError(
+                    f"connection lost mid-stream: {redact_text(str(exc))}", code=_code(exc)
+                ) from exc
             t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
             try:
                 items = self.dialect.decode(message, t_ns)
@@ -250,4 +294,11 @@ def _code(exc: ConnectionClosed) -> int | None:
     return rcvd.code if rcvd is not None else None
 
 
-__all__ = ["NS_PER_S", "WebSocketTransport", "redact_url"]
+__all__ = [
+    "SafeConnect",
+    "StampedConnection",
+    "StampedServerConnection",
+    "WebSocketTransport",
+    "redact_url",
+    "stamping",
+]

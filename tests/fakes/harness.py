@@ -9,7 +9,7 @@ from typing import Any
 
 from rig.audio.source import tone
 from rig.cli.common import ws_factory
-from rig.plan import PlanBuilder, UserPlan
+from rig.core.plan import PlanBuilder, UserPlan
 from rig.runner import RolloutSpec, Runner
 from rig.scenarios import data_path
 from rig.session import SessionConfig

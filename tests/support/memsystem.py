@@ -11,12 +11,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rig.clock.base import NS_PER_MS, FakeClock
+from rig.audio.pcm import Pcm16
+from rig.clock.base import FakeClock
+from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.units import NS_PER_MS
 from rig.sim.engine import SimConfig, SimEngine
-from rig.transports.base import DownAudio, DownEvent, Incoming, Pcm16
+from rig.transports.base import Transport
 
 
-class MemorySystem:
+class MemorySystem(Transport):
     uplink_rate = 16_000
 
     def __init__(

@@ -8,9 +8,10 @@ the given addresses. It works through a context variable read by a wrapper aroun
 never another peer in the same process.
 
 Taps: `PeerTap` wraps one `RTCDtlsTransport`'s send path and its SRTP-decrypted receive
-path. It stamps on the shared clock every RTP packet our sender hands to the socket
-(the uplink "send time"), every incoming RTP packet (before aiortc's jitter buffer and
-decoder, to measure their delay), and every RTCP packet both ways for `RtcpLedger`.
+path. It stamps on the clock it is given (the transport's injected one) every RTP packet
+our sender hands to the socket (the uplink "send time"), every incoming RTP packet (before
+aiortc's jitter buffer and decoder, to measure their delay), and every RTCP packet both
+ways for `RtcpLedger`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import struct
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +27,7 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 from aiortc.rtcdtlstransport import RTCDtlsTransport
 from aiortc.rtp import RtcpPacket, RtpPacket, is_rtcp
 
+from rig.clock.base import Clock
 from rig.transports.webrtc.stats import RtcpLedger
 
 _HOST_ADDRESSES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
@@ -85,12 +86,14 @@ class PeerTap:
         self,
         ledger: RtcpLedger,
         *,
+        clock: Clock,
         on_rtp_sent: RtpSeen | None = None,
         on_rtp_received: RtpArrived | None = None,
         on_rtcp_events: Callable[[list[tuple[str, dict[str, Any], float | None]], int], None]
         | None = None,
     ) -> None:
         self.ledger = ledger
+        self._now_ns = clock.now_ns
         self.on_rtp_sent = on_rtp_sent
         self.on_rtp_received = on_rtp_received
         self.on_rtcp_events = on_rtcp_events
@@ -109,7 +112,7 @@ class PeerTap:
 
         async def tapped_send(data: bytes) -> None:
             await send_rtp(data)
-            t_ns = time.monotonic_ns()
+            t_ns = self._now_ns()
             if is_rtcp(data):
                 with contextlib.suppress(ValueError):
                     self.ledger.on_sent(RtcpPacket.parse(data), t_ns)
@@ -119,7 +122,7 @@ class PeerTap:
                     self.on_rtp_sent(*rtp_header(data), t_ns)
 
         async def tapped_rtp(data: bytes, arrival_time_ms: int) -> None:
-            t_ns = time.monotonic_ns()
+            t_ns = self._now_ns()
             self.rtp_received += 1
             if self.on_rtp_received is not None:
                 try:
@@ -131,7 +134,7 @@ class PeerTap:
             await handle_rtp(data, arrival_time_ms)
 
         async def tapped_rtcp(data: bytes) -> None:
-            t_ns = time.monotonic_ns()
+            t_ns = self._now_ns()
             try:
                 packets = RtcpPacket.parse(data)
             except ValueError:

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from rig.core.events import DownEvent, Incoming
+from rig.dialects import get_dialect
 from rig.errors import ConfigError, ProtocolError, TransportError
-from rig.transports.base import DownEvent, Incoming
-from rig.transports.websocket import redact_url
+from rig.redact import redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +196,6 @@ class OpenAISignalling:
         self.timeout_s = timeout_s
         self._dialect: Any = None
         try:
-            from rig.dialects import get_dialect
-
             self._dialect = get_dialect("openai")
         except Exception:  # noqa: BLE001 - the dialect is optional; minimal decode below
             self._dialect = None

@@ -24,7 +24,7 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
-from rig.transports.base import Pcm16
+from rig.audio.pcm import Pcm16
 
 OPUS_RATE = 48_000
 TIME_BASE = fractions.Fraction(1, OPUS_RATE)

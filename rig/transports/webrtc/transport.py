@@ -27,21 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 import soxr
-from aiortc import RTCPeerConnection, RTCRtpSender
+from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
 from aiortc.rtp import RtpPacket
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
+from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
-from rig.transports.base import DownAudio, DownEvent, Pcm16
+from rig.transports.base import Transport
 from rig.transports.webrtc.peer import PeerTap, gather_on, is_loopback_host, make_peer
 from rig.transports.webrtc.signalling import Signalling
 from rig.transports.webrtc.stats import RtcpLedger, percentile, rtp_diff
@@ -69,7 +71,7 @@ def to_mono(frame: Any) -> Pcm16:
     return np.ascontiguousarray(data.reshape(-1)[::channels], dtype=np.int16)
 
 
-class WebRtcTransport:
+class WebRtcTransport(Transport):
     """A live WebRTC participant: Opus audio both ways, RTCP stats, optional data channels."""
 
     def __init__(
@@ -107,6 +109,7 @@ class WebRtcTransport:
         self.ledger = RtcpLedger(OPUS_RATE)
         self.tap = PeerTap(
             self.ledger,
+            clock=clock,
             on_rtp_sent=self._on_rtp_sent,
             on_rtp_received=self._on_rtp_received,
             on_rtcp_events=self._on_rtcp_events,
@@ -148,7 +151,7 @@ class WebRtcTransport:
             await self._open()
 
     async def _open(self) -> None:
-        t0 = time.monotonic_ns()
+        t0 = self.clock.now_ns()
         pc = self.pc = make_peer(self.ice_servers)
         transceiver = pc.addTransceiver(self.track, direction="sendrecv")
         prefer_opus(pc, transceiver)
@@ -175,8 +178,6 @@ class WebRtcTransport:
             with gather_on(self.host_addresses):
                 await pc.setLocalDescription(offer)
             answer = await self.signalling.exchange(pc.localDescription.sdp)
-            from aiortc import RTCSessionDescription
-
             await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
         except RigError:
             raise
@@ -196,7 +197,7 @@ class WebRtcTransport:
             ) from None
         if self._failed:
             raise TransportError(self._failed)
-        self.connect_ms = round((time.monotonic_ns() - t0) / 1e6, 3)
+        self.connect_ms = round((self.clock.now_ns() - t0) / 1e6, 3)
         if self.signalling.keepalive is not None:
             self._tasks.append(asyncio.create_task(self._keepalive(*self.signalling.keepalive)))
         if self.stats_interval_s > 0:
@@ -368,7 +369,7 @@ class WebRtcTransport:
             **self.ledger.summary(),
         }
 
-    async def receive(self) -> Any:
+    async def receive(self) -> AsyncIterator[Incoming]:
         while True:
             item = await self._queue.get()
             if item is _END:

@@ -1,0 +1,117 @@
+"""The finish step: everything that runs after a rollout's stream, outside the audio loop.
+
+`analyze_log(metrics, log)`: the clock fit and each response's latency split
+(rig.analysis.latency) and, over WebRTC, the rig-local shares (rig.analysis.webrtc), from
+the session log alone. `finish_rollout` adds the two-track timing analysis of the rollout's
+files (`analyze_rollout`); the runner calls it in a separate process once the writer has
+closed those files.
+
+Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement) and
+`events.jsonl`, takes the user turn spans and injections the session recorded
+(`turn.start`/`turn.end`/`inject`), and runs `rig.analysis.timing.analyze` with the item's
+`kind` and `rules` (TimingParams overrides). The result is the `timing` block of
+metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soxr
+
+from rig.analysis.activity import ActivityParams
+from rig.analysis.latency import apply_decomposition
+from rig.analysis.rollout import read_jsonl, read_track
+from rig.analysis.timing import TimingParams, analyze, structure_from_events
+from rig.analysis.webrtc import add_shares
+from rig.core.log import SessionLog
+from rig.errors import ConfigError
+
+
+def timing_params(rules: dict[str, Any] | None) -> TimingParams:
+    """TimingParams from a scenario's `rules` (an `activity` table sets ActivityParams)."""
+    rules = dict(rules or {})
+    act = rules.pop("activity", None)
+    known = {f.name for f in dataclasses.fields(TimingParams)}
+    unknown = sorted(set(rules) - known)
+    if unknown:
+        raise ConfigError(f"unknown timing rule(s): {', '.join(unknown)}")
+    if act is not None:
+        rules["activity"] = ActivityParams(**act)
+    return TimingParams(**rules)
+
+
+def analyze_rollout(
+    rollout_dir: str,
+    *,
+    kind: str | None = None,
+    rules: dict[str, Any] | None = None,
+    t0_ns: int | None = None,
+) -> dict[str, Any]:
+    """Timing metrics of a rollout (kind `free` or None: metrics without a pass rule)."""
+    root = Path(rollout_dir)
+    events = read_jsonl(root / "events.jsonl")
+    if t0_ns is None:
+        start = next((e for e in events if e.get("kind") == "session.start"), None)
+        t0_ns = start.get("t0_ns") if start else None
+    if not isinstance(t0_ns, int):
+        raise ConfigError(f"{root}: no session.start event (the session never started)")
+    user, rate = read_track(root / "user.wav")
+    system = np.zeros(0, np.float32)
+    if (root / "system.wav").exists():
+        system, sys_rate = read_track(root / "system.wav")
+        if sys_rate != rate and system.size:
+            system = soxr.resample(system, sys_rate, rate).astype(np.float32)
+    # both tracks on one timeline: pad the shorter with silence
+    n = max(user.size, system.size)
+    user = np.pad(user, (0, n - user.size))
+    system = np.pad(system, (0, n - system.size))
+    turns, injections = structure_from_events(events, t0_ns)
+    out = analyze(
+        user,
+        system,
+        rate,
+        kind=None if kind in (None, "free") else kind,
+        turns=turns,
+        injections=injections,
+        params=timing_params(rules),
+        t0_ns=t0_ns,
+        placement="playback",
+    )
+    truncations = [e for e in events if e.get("kind") == "playback.truncate"]
+    # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
+    out["playback_truncated"] = len(truncations)
+    return out
+
+
+def analyze_log(metrics: dict[str, Any], log: SessionLog | None) -> dict[str, Any]:
+    """metrics.json with what the session log says about each response: the WebRTC shares,
+    the clock fit and the latency split (pure, picklable in; no log: unchanged)."""
+    if log is None:
+        return metrics
+    metrics = {**metrics, "responses": add_shares(list(metrics.get("responses", [])), log)}
+    return apply_decomposition(metrics, log)
+
+
+def finish_rollout(
+    rollout_dir: str,
+    metrics: dict[str, Any],
+    log: SessionLog | None,
+    *,
+    kind: str | None = None,
+    rules: dict[str, Any] | None = None,
+    analyze: bool = True,
+) -> dict[str, Any]:
+    """Everything that runs after a rollout's stream, in the runner's worker process:
+    the clock fit and latency split, then the two-track timing analysis."""
+    metrics = analyze_log(metrics, log)
+    if analyze and isinstance(metrics.get("t0_ns"), int):
+        try:
+            timing = analyze_rollout(rollout_dir, kind=kind, rules=rules, t0_ns=metrics["t0_ns"])
+            metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
+        except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
+            metrics = {**metrics, "timing": {"error": f"{type(exc).__name__}: {exc}"}, "pass": None}
+    return metrics

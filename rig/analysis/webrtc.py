@@ -1,0 +1,96 @@
+"""Rig-local shares of a WebRTC response latency (sans-I/O, works on recorded rows).
+
+How this works: over WebRTC the session stamps downlink audio when aiortc hands over a
+decoded frame, so a response latency measured on arrival includes two delays that belong to
+the rig's own receive path, not to the network or the system:
+  jitter_buffer_ms    aiortc's jitter buffer + decoder thread, measured per frame as
+                      hand-off time minus the RTP packet's arrival at the socket (`jb_ms`)
+  codec_lookahead_ms  Opus encoder lookahead: decoded audio trails the source by 312
+                      samples at 48 kHz (6.5 ms), so an onset is found that much later
+What remains (`wire_latency_ms`) runs from the user's last speech sample leaving the rig to
+the reply's first sample reaching the rig's socket: uplink + system + downlink. With an RTCP
+round-trip time, `network_ms` (RTT) and `system_ms` (the rest) split it further, assuming
+the RTT is what the two network legs add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rig.core.log import SessionLog
+
+OPUS_LOOKAHEAD_MS = 312 * 1000 / 48_000
+
+
+def onset_chunk(
+    down_chunks: Sequence[dict[str, Any]], onset_arrival_ns: int
+) -> dict[str, Any] | None:
+    """The downlink chunk row (chunks.jsonl) whose arrival span holds the onset."""
+    best = None
+    for c in down_chunks:
+        if c.get("dir") != "down":
+            continue
+        t = int(c["t_ns"])
+        end = t + int(c["n_samples"]) * 1_000_000_000 // int(c["sample_rate"])
+        if t <= onset_arrival_ns < end:
+            return c
+        if t <= onset_arrival_ns:
+            best = c
+    return best
+
+
+def decompose(
+    response: dict[str, Any],
+    down_chunks: Sequence[dict[str, Any]],
+    rtt_ms: float | None = None,
+    codec_lookahead_ms: float = OPUS_LOOKAHEAD_MS,
+) -> dict[str, Any] | None:
+    """Split one `metrics.json` response (arrival placement) into rig-local and wire shares."""
+    onset = response.get("onset_arrival_ns")
+    end = response.get("user_end_ns")
+    if onset is None or end is None:
+        return None
+    chunk = onset_chunk(down_chunks, int(onset))
+    row = chunk or {}
+    extra = row.get("extra") or row  # the writer flattens `extra` into the row
+    jb = extra.get("jb_ms")
+    total = (int(onset) - int(end)) / 1e6
+    wire = total - (jb or 0.0) - codec_lookahead_ms
+    out: dict[str, Any] = {
+        "latency_arrival_ms": round(total, 3),
+        "jitter_buffer_ms": jb,
+        "codec_lookahead_ms": round(codec_lookahead_ms, 3),
+        "wire_latency_ms": round(wire, 3),
+        "network_ms": None,
+        "system_ms": None,
+    }
+    if rtt_ms is not None:
+        out["network_ms"] = round(rtt_ms, 3)
+        out["system_ms"] = round(wire - rtt_ms, 3)
+    return out
+
+
+def add_shares(responses: list[dict[str, Any]], log: SessionLog) -> list[dict[str, Any]]:
+    """Each response with its `webrtc` shares, where the session heard WebRTC frames (with
+    their jitter-buffer delay); the RTT is the median RTCP round trip of the rollout."""
+    rows = [
+        {
+            "dir": "down",
+            "t_ns": c.t_ns,
+            "n_samples": c.n_samples,
+            "sample_rate": c.sample_rate,
+            "jb_ms": c.jb_ms,
+        }
+        for c in log.heard
+        if c.jb_ms is not None
+    ]
+    if not rows:
+        return responses
+    rtts = sorted(log.path_rtt_ms)
+    rtt = rtts[len(rtts) // 2] if rtts else None
+    out = []
+    for r in responses:
+        shares = decompose(r, rows, rtt)
+        out.append(r if shares is None else {**r, "webrtc": shares})
+    return out

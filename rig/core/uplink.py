@@ -1,0 +1,178 @@
+"""The uplink: the director's frames on the pacer's deadlines, and the record of what was sent.
+
+How this works (sans-I/O, the listener's counterpart). Per frame the session asks
+`next_frame(observation)` at the frame's deadline and gets the samples, the marks (turn
+boundaries, injections, releases at sample offsets) and the control requests that go
+before the audio (`turn_start`: manual activity markers lead the audio they mark) and after
+it (`turn_end`). Once the transport has sent it, `sent(frame, t_sent)` returns the records
+(the user track, the chunk row, a stall, the marks as events at their sample's send time)
+and the barge-ins the frame started, as (turn, shared-clock time) for the listener.
+
+Fast prefill (`plan_prefill`): leading `prefill` audio may go out faster than real time
+where the transport can carry it; the pacer lays the timeline out as if it had played in
+real time (rig.core.pacer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rig.audio.pcm import Pcm16, level_dbfs
+from rig.core.director import Director, Drain, Mark, Observation, Play, Step, TurnRecord, WaitQuiet
+from rig.core.events import ControlRequest
+from rig.core.pacer import Pacer
+from rig.core.records import ChunkRecord, EventRecord, Record, UserAudio
+from rig.core.units import NS_PER_S
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """How the leading prefill audio goes out: whole frames of it at `speed` x real time."""
+
+    samples: int
+    requested_speed: float
+    speed: float = 1.0
+    fast_frames: int = 0
+    reason: str | None = None  # why not faster, where it was asked for
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "samples": self.samples,
+            "requested_speed": self.requested_speed,
+            "speed": self.speed,
+            "fast_frames": self.fast_frames,
+        }
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+def plan_prefill(
+    steps: Sequence[Step], frame_samples: int, requested_speed: float, transport_fast: bool
+) -> Prefill:
+    """The prefill of a script: the leading `Play(role="prefill")` steps."""
+    samples = 0
+    for step in steps:
+        if not (isinstance(step, Play) and step.role == "prefill"):
+            break
+        samples += len(step.pcm)
+    if samples == 0 or requested_speed <= 1.0:
+        return Prefill(samples, requested_speed)
+    if not transport_fast:
+        why = "this transport plays audio in real time (sound card, RTP)"
+        return Prefill(samples, requested_speed, reason=why)
+    return Prefill(samples, requested_speed, requested_speed, samples // frame_samples)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One uplink frame to send at `deadline_ns`, with its marks and control requests."""
+
+    seq: int
+    deadline_ns: int
+    pcm: Pcm16
+    marks: tuple[Mark, ...]
+    before: tuple[ControlRequest, ...] = field(default=())
+    after: tuple[ControlRequest, ...] = field(default=())
+
+
+class Uplink:
+    """The user side of one rollout: script, deadlines, and the send log."""
+
+    def __init__(self, steps: Sequence[Step], pacer: Pacer, threshold_dbfs: float = -40.0) -> None:
+        cfg = pacer.config
+        self.pacer = pacer
+        self.rate = cfg.sample_rate
+        self.n = cfg.frame_samples
+        self.director = Director(steps, self.rate, self.n, pacer.t0_ns, threshold_dbfs)
+        self.send_ns: list[int] = []  # actual send time of frame k
+        self.lateness_ns: list[int] = []
+        self._barges_seen = 0
+
+    @property
+    def next_seq(self) -> int:
+        return self.pacer.next_seq
+
+    @property
+    def only_drain_left(self) -> bool:
+        """What remains of the script only waits for the system to be quiet."""
+        d = self.director
+        return d.done or all(isinstance(s, Drain | WaitQuiet) for s in d.steps[d.i :])
+
+    def next_frame(self, obs: Observation) -> Frame | None:
+        """The frame due next, decided from what the listener knows; None: script over."""
+        seq = self.pacer.next_seq
+        got = self.director.next_frame(obs)
+        if got is None:
+            return None
+        pcm, marks = got
+        before = [
+            ControlRequest("turn_start", {"turn": m.data["turn"]})
+            for m in marks
+            if m.kind == "turn.start"
+        ]
+        after = [
+            ControlRequest("turn_end", {"turn": m.data["turn"]})
+            for m in marks
+            if m.kind == "turn.end"
+        ]
+        return Frame(
+            seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after)
+        )
+
+    def sent(
+        self, frame: Frame, t_sent_ns: int, extra: dict[str, Any] | None = None
+    ) -> tuple[list[Record], list[tuple[int, int]]]:
+        """`frame` went out at `t_sent_ns`: its records, and the barge-ins it started as
+        (turn index, shared-clock time of the turn's first speech sample)."""
+        timing, stall = self.pacer.record(t_sent_ns)
+        self.send_ns.append(t_sent_ns)
+        self.lateness_ns.append(timing.lateness_ns)
+        seq, n, rate = frame.seq, self.n, self.rate
+        if seq < self.pacer.fast_frames:
+            extra = {**(extra or {}), "prefill_speed": self.pacer.speed}  # a fast history frame
+        records: list[Record] = [
+            UserAudio(frame.pcm),
+            ChunkRecord(
+                "up",
+                seq,
+                n,
+                rate,
+                t_sent_ns,
+                frame.deadline_ns,
+                timing.lateness_ns,
+                level_dbfs=level_dbfs(frame.pcm),
+                extra=extra,
+            ),
+        ]
+        if stall:
+            records.append(
+                EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": timing.lateness_ns})
+            )
+        for mark in frame.marks:
+            if mark.kind == "step.start":
+                continue
+            t_mark = t_sent_ns + mark.offset * NS_PER_S // rate
+            data = {"sample": seq * n + mark.offset, "frame_seq": seq, **mark.data}
+            records.append(EventRecord(mark.kind, t_mark, data))
+        barge_ins = []
+        director = self.director
+        while self._barges_seen < len(director.barge_ins):
+            at = director.barge_ins[self._barges_seen]
+            self._barges_seen += 1
+            turn = director.turns[-1].index if director.turns else -1
+            barge_ins.append((turn, t_sent_ns + (at - seq * n) * NS_PER_S // rate))
+        return records, barge_ins
+
+    @property
+    def user_track_ns(self) -> float:
+        """Length of the user track so far (frames sent), in ns."""
+        return len(self.send_ns) * self.pacer.config.frame_ns
+
+    def timed_turns(self) -> tuple[TurnRecord, ...]:
+        """User turns actually played (injections and prefills are not timed as turns)."""
+        return tuple(
+            t for t in self.director.turns if t.role == "turn" and t.speech_end_sample is not None
+        )

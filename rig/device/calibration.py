@@ -1,0 +1,117 @@
+"""The calibration a run subtracts: the device path's round trip, and where it came from.
+
+`load_calibration` finds the one for exactly this path (`auto`: the store; a file: it must
+have been measured on this path), or none. `compose_calibration` builds a path's round trip
+from two cables' loopback measurements (rig.device.loopback). See docs/devices.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rig.device.calibration_store import CalibrationStore, PathKey
+from rig.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The round trip subtracted from the device path, and where it came from."""
+
+    round_trip_ms: float
+    source: str
+    key: dict[str, Any]
+    spread_ms: float | None = None
+    measured_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "round_trip_ms": self.round_trip_ms,
+            "source": self.source,
+            "key": self.key,
+            "spread_ms": self.spread_ms,
+            "measured_at": self.measured_at,
+        }
+
+
+def load_calibration(
+    spec: str, key: PathKey, store_root: str | Path | None = None
+) -> Calibration | None:
+    """`none`: no correction. `auto`: the stored calibration for exactly this path, if any.
+    FILE: a stored calibration or `rig calibrate --json` output; it must match the path."""
+    if spec == "none":
+        return None
+    if spec == "auto":
+        store = CalibrationStore(store_root)
+        doc = store.load(key)
+        if doc is None:
+            return None
+        return _from_doc(doc["calibration"], str(store.path_for(key)), doc.get("measured_at"))
+    path = Path(spec)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read calibration {spec}: {exc}") from exc
+    result = doc.get("calibration", doc) if isinstance(doc, dict) else None
+    if not isinstance(result, dict) or "round_trip_ms" not in result:
+        raise ConfigError(f"{spec}: not a calibration (no round_trip_ms)")
+    try:
+        got = PathKey.from_result(result)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{spec}: calibration without its device path ({exc})") from exc
+    diffs = [
+        f"{name} {getattr(got, name)!r} != {getattr(key, name)!r}"
+        for name in key.__dataclass_fields__
+        if name != "hostapi" and getattr(got, name) != getattr(key, name)
+    ]
+    if diffs:
+        raise ConfigError(
+            f"{spec} was measured on another path ({'; '.join(diffs)}): calibrate with the "
+            "devices and --rate/--blocksize/--latency/--duplex/--backend you run with"
+        )
+    return _from_doc(result, str(path), doc.get("measured_at"))
+
+
+def _from_doc(result: dict[str, Any], source: str, measured_at: str | None) -> Calibration:
+    rt = float(result["round_trip_ms"])
+    if not math.isfinite(rt):
+        raise ConfigError(f"{source}: round_trip_ms is not a number")
+    spread = result.get("spread_ms")
+    return Calibration(
+        round_trip_ms=rt,
+        source=source,
+        key=PathKey.from_result(result).as_dict(),
+        spread_ms=None if spread is None else float(spread),
+        measured_at=measured_at,
+    )
+
+
+def compose_calibration(
+    out_cable: dict[str, Any], in_cable: dict[str, Any], *, name: str = "composed"
+) -> dict[str, Any]:
+    """A path calibration for output = `out_cable`'s output, input = `in_cable`'s input.
+
+    With two cables (rig -> system on one, system -> rig on the other) the device path's
+    round trip is the sum of both cables' loopback round trips: each holds one rig half and
+    one system half, and the system's halves are taken out with them. Both results
+    (`LoopbackResult.as_dict()`) must share rate, blocksize, latency, duplex and backend.
+    """
+    for k in ("backend", "rate", "blocksize", "latency", "duplex"):
+        if out_cable[k] != in_cable[k]:
+            raise ConfigError(f"cannot compose calibrations that differ in {k}")
+    spreads = [c.get("spread_ms") for c in (out_cable, in_cable)]
+    return {
+        **{k: out_cable[k] for k in ("backend", "hostapi", "rate", "blocksize", "latency")},
+        "duplex": out_cable["duplex"],
+        "input": in_cable["input"],
+        "output": out_cable["output"],
+        "round_trip_ms": float(out_cable["round_trip_ms"]) + float(in_cable["round_trip_ms"]),
+        "spread_ms": None if None in spreads else float(sum(s for s in spreads if s)),
+        "repeats": min(int(out_cable["repeats"]), int(in_cable["repeats"])),
+        "reported_latency_ms": None,
+        "composed_from": [out_cable, in_cable],
+        "probe": name,
+    }

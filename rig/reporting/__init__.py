@@ -1,0 +1,1 @@
+"""Reporting: summaries, labels and plots of finished runs."""
