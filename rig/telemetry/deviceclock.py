@@ -40,7 +40,8 @@ from rig.limits import remote_ts_ns
 from rig.safejson import object_remote
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
-from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url, topic_part
+from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url
+from rig.telemetry.wire import topic_part
 
 #: The device protocol's own version (probe, probe_reply, events); devices speak it, so it
 #: does not follow the telemetry schema's version.

@@ -35,8 +35,9 @@ from rig.clock.base import Clock, MonotonicClock
 from rig.core.units import NS_PER_S
 from rig.errors import ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
+from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import TelemetryEvent
-from rig.telemetry.mqtt import RETAINED_KINDS, ChunkCoalescer, decode, encode
+from rig.telemetry.wire import RETAINED_KINDS, decode, encode
 
 # Work between two yields to the loop, each well under 0.3 ms of CPU (measured: folding
 # ~1 us per chunk event, encoding ~10-15 us per chunk_batch).

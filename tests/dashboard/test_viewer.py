@@ -21,9 +21,9 @@ from rig.clock import FakeClock
 from rig.dashboard.render import order_rows
 from rig.dashboard.viewer import run_view
 from rig.telemetry import EventBus, Reducer, events
-from rig.telemetry.mqtt import decode
 from rig.telemetry.viewfeed import MAX_MESSAGE, socket_pair
 from rig.telemetry.viewproc import ViewProcess
+from rig.telemetry.wire import decode
 from tests.support.ptyterm import Pty
 
 RECORDING = Path(__file__).parent / "data" / "telemetry" / "fleet.ndjson"

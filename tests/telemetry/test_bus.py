@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from rig.telemetry import EventBus, Reducer, events
 from rig.telemetry.bus import Subscription
+from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import KINDS, SCHEMA_VERSION, TelemetryEvent
-from rig.telemetry.mqtt import ChunkCoalescer, decode, encode
 from rig.telemetry.snapshot import ReducerConfig
+from rig.telemetry.wire import decode, encode
 
 MS = 1_000_000
 S = 1_000_000_000

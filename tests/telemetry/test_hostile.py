@@ -11,8 +11,9 @@ import pytest
 
 from rig.errors import ProtocolError
 from rig.telemetry import EventBus, Reducer, events
-from rig.telemetry.mqtt import MqttSubscriber, decode, encode, parse_mqtt_url, topic
+from rig.telemetry.mqtt import MqttSubscriber, parse_mqtt_url
 from rig.telemetry.snapshot import ReducerConfig
+from rig.telemetry.wire import decode, encode, topic
 from tests.support.broker import Broker, needs_broker
 
 

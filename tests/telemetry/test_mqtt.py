@@ -17,17 +17,10 @@ import pytest
 from rig.clock import MonotonicClock
 from rig.errors import ConfigError, ProtocolError
 from rig.telemetry import EventBus, Subscription, TelemetryEvent, events
+from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.deviceclock import DeviceClockProbe, SimulatedDevice, sample_offset_rtt_ns
-from rig.telemetry.mqtt import (
-    ChunkCoalescer,
-    MqttPublisher,
-    MqttSubscriber,
-    backoff,
-    decode,
-    encode,
-    parse_mqtt_url,
-    topic,
-)
+from rig.telemetry.mqtt import MqttPublisher, MqttSubscriber, backoff, parse_mqtt_url
+from rig.telemetry.wire import decode, encode, topic
 from tests.support.broker import Broker, needs_broker
 from tests.support.wait import until
 

@@ -10,6 +10,7 @@ import pytest
 
 from rig.telemetry import EventBus, Reducer, events
 from rig.telemetry.viewfeed import FEED_MODES, FrameReader, ViewFeed, socket_pair
+from rig.telemetry.wire import encode
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -162,7 +163,6 @@ def test_frame_reader_keeps_partial_lines_and_counts_garbage() -> None:
     bus = EventBus()
     sub = bus.subscribe()
     reader = FrameReader(bus)
-    from rig.telemetry.mqtt import encode
 
     line = encode(events.status("run", "a", 1, "running"))
     assert reader.feed(line[:10]) == 0
