@@ -15,7 +15,9 @@ done, nor when only running rollouts are left and all of them have already run l
 
 from __future__ import annotations
 
+import bisect
 import math
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,10 +84,39 @@ def eta_s(
     return end
 
 
+class LatencySample:
+    """The fleet's response latencies, sorted, for p50/p95 so far: every one up to `max_n`,
+    then a uniform sample of them (reservoir sampling, seeded: the same run draws the same
+    band), so a flood of responses costs bounded memory and leaves the percentiles unbiased."""
+
+    def __init__(self, max_n: int) -> None:
+        self.max_n = max_n
+        self.n = 0  # responses seen
+        self.sorted_ms: list[float] = []
+        self._rng = random.Random(0)
+
+    def add(self, latency_ms: float) -> None:
+        # on a sorted list, dropping the element at a uniformly random index is dropping a
+        # uniformly random element: reservoir sampling as usual
+        self.n += 1
+        kept = self.sorted_ms
+        if len(kept) >= self.max_n:
+            j = self._rng.randrange(self.n)
+            if j >= len(kept):
+                return
+            del kept[j]
+        bisect.insort(kept, latency_ms)
+
+
 def summarize(
-    rollouts: Iterable[Any], runs: Sequence[RunInfo], latencies_ms: Sequence[float], now_ns: int
+    rollouts: Iterable[Any],
+    runs: Sequence[RunInfo],
+    latencies_ms: Sequence[float],
+    now_ns: int,
+    n_responses: int | None = None,
 ) -> FleetSummary:
-    """The band's numbers. `latencies_ms` is every response latency so far, sorted."""
+    """The band's numbers. `latencies_ms` is the response latencies so far, sorted (every
+    one, or a uniform sample of the `n_responses` there were)."""
     done = failed = running = pending = stalls = stalled = invalid = 0
     durations: list[float] = []
     active_elapsed: list[float] = []
@@ -122,7 +153,7 @@ def summarize(
         stalls=stalls,
         stalled_rollouts=stalled,
         timing_invalid=invalid,
-        n_responses=len(latencies_ms),
+        n_responses=len(latencies_ms) if n_responses is None else n_responses,
         latency_p50_ms=percentile(latencies_ms, 0.5) if latencies_ms else None,
         latency_p95_ms=percentile(latencies_ms, 0.95) if latencies_ms else None,
         eta_s=eta_s(durations, active_elapsed, not_started, concurrency),

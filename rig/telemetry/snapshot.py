@@ -15,7 +15,6 @@ Pure: no clock reads, no I/O; `now_ns` comes in as an argument.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -24,7 +23,7 @@ from typing import Any
 
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
-from rig.telemetry.fleet import FleetSummary, RunInfo, summarize
+from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +39,11 @@ class ReducerConfig:
     #: rollouts tracked at most (a broker can carry any number of ids): past it, the oldest
     #: finished rollout is forgotten; with none finished, events of new rollouts are refused
     max_rollouts: int = 2048
+    #: runs and per-target RTTs tracked at most (new ones past it are refused, counted)
+    max_runs: int = 64
+    #: response latencies kept for the band's p50/p95: past it, a uniform sample of them
+    #: (reservoir sampling, seeded), so memory stays bounded and the percentiles unbiased
+    max_latencies: int = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +179,7 @@ class Reducer:
         self._rollouts: dict[tuple[str, str], _Rollout] = {}
         self._runs: dict[str, RunInfo] = {}
         self._target_rtt: dict[tuple[str, str], tuple[int, float, str]] = {}
-        self._latencies_ms: list[float] = []  # every response of the fleet, sorted
+        self._latencies = LatencySample(self.config.max_latencies)  # every response's
         self.applied = 0
         self.dropped = 0  # set by whoever feeds us (subscription/bridge drops)
         self.evicted = 0  # finished rollouts forgotten to stay under max_rollouts
@@ -257,7 +261,7 @@ class Reducer:
                 placement=str(d.get("placement", "arrival")),
             )
             r.n_responses += 1
-            bisect.insort(self._latencies_ms, r.response.latency_ms)
+            self._latencies.add(r.response.latency_ms)
             self._recent(r, ev, f"response {r.response.latency_ms:.0f} ms")
         elif kind == "rtt":
             if d.get("rtt_ms") is not None:
@@ -302,6 +306,9 @@ class Reducer:
     def _run_level(self, ev: TelemetryEvent) -> None:
         d = ev.data
         if ev.kind == "run":
+            if ev.run_id not in self._runs and len(self._runs) >= self.config.max_runs:
+                self.refused += 1
+                return
             conc = d.get("concurrency")
             self._runs[ev.run_id] = RunInfo(
                 run_id=ev.run_id,
@@ -312,6 +319,9 @@ class Reducer:
             )
         elif ev.kind == "rtt" and d.get("target") and d.get("rtt_ms") is not None:
             key = (ev.run_id, str(d["target"]))
+            if key not in self._target_rtt and len(self._target_rtt) >= self.config.max_runs:
+                self.refused += 1
+                return
             self._target_rtt[key] = (ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
 
     def _level(self, r: _Rollout, t_ns: int, direction: Any, level: Any) -> None:
@@ -381,7 +391,13 @@ class Reducer:
             events_applied=self.applied,
             events_dropped=self.dropped,
             timeline_span_ns=self.config.timeline_span_ns,
-            summary=summarize(rollouts, list(self._runs.values()), self._latencies_ms, now_ns),
+            summary=summarize(
+                rollouts,
+                list(self._runs.values()),
+                self._latencies.sorted_ms,
+                now_ns,
+                n_responses=self._latencies.n,
+            ),
         )
 
     def _freeze(self, r: _Rollout, now_ns: int, strips: bool) -> RolloutSnapshot:
