@@ -17,7 +17,7 @@ from tests.support.ptyterm import Pty
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WAV = str(REPO / "rig" / "data" / "turn_what.wav")
 
 

@@ -26,7 +26,7 @@ from rig.telemetry.viewproc import ViewProcess
 from rig.telemetry.wire import decode
 from tests.support.ptyterm import Pty
 
-RECORDING = Path(__file__).parent / "data" / "telemetry" / "fleet.ndjson"
+RECORDING = Path(__file__).resolve().parents[1] / "data" / "telemetry" / "fleet.ndjson"
 
 
 def recorded_lines() -> list[bytes]:
