@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import time
 
+from rig.clock.base import Clock
+
 
 def wall_ns() -> int:
     """Unix time now, in ns (the system's real-time clock: it can step)."""
     return time.time_ns()
+
+
+def epoch_offset_ns(clock: Clock) -> int:
+    """Wall clock minus `clock`, read back to back (the wall read sits between two clock
+    reads; their midpoint is used): add it to a shared-clock time to label it with Unix time
+    for dashboards. Labels only: the wall clock can step, intervals never come from it."""
+    before = clock.now_ns()
+    wall = time.time_ns()
+    after = clock.now_ns()
+    return wall - (before + after) // 2

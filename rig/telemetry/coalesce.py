@@ -26,6 +26,9 @@ class _Pending:
         "level",
         "t_ns",
         "stalls",
+        "late_max",
+        "late_sum",
+        "late_n",
     )
 
     def __init__(self, run_id: str) -> None:
@@ -38,6 +41,10 @@ class _Pending:
         self.level: float | None = None
         self.t_ns = 0
         self.stalls: int | None = None  # None: no chunk carried the pacer's stall flag
+        # over every chunk of the batch (the list keeps only the most recent values)
+        self.late_max = 0
+        self.late_sum = 0
+        self.late_n = 0
 
 
 class ChunkCoalescer:
@@ -63,7 +70,11 @@ class ChunkCoalescer:
         p.samples += int(d.get("n_samples", 0))
         p.t_ns = ev.t_ns
         if d.get("lateness_ns") is not None:
-            p.lateness.append(int(d["lateness_ns"]))
+            late = int(d["lateness_ns"])
+            p.lateness.append(late)
+            p.late_max = late if p.late_n == 0 else max(p.late_max, late)
+            p.late_sum += late
+            p.late_n += 1
             if len(p.lateness) > 2 * MAX_BATCH_LATENESS:
                 del p.lateness[:-MAX_BATCH_LATENESS]
         stall = d.get("stall")
@@ -100,4 +111,7 @@ class ChunkCoalescer:
             }
             if p.stalls is not None:
                 data["n_stalls"] = p.stalls
+            if p.late_n:
+                data["lateness_max_ns"] = p.late_max
+                data["lateness_mean_ns"] = round(p.late_sum / p.late_n)
             yield TelemetryEvent("chunk_batch", run_id, rollout_id, p.t_ns, data)

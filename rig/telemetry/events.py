@@ -17,8 +17,11 @@ from typing import Any, Final, Literal
 #: the `run` and `rtt` kinds and optional fields (status: dialect, transport, timing_valid,
 #: timing_reason; chunk: stall; chunk_batch: n_stalls). Readers accept every version listed in
 #: `READABLE_VERSIONS` (a version-1 stream is a version-2 stream without the additions).
-SCHEMA_VERSION: Final = 2
-READABLE_VERSIONS: Final = frozenset({1, 2})
+#: Version 3 added, for dashboards people already run (Telegraf, Grafana): the envelope's
+#: wall-clock `epoch_ns` (MQTT) and the scalar `lateness_max_ns` / `lateness_mean_ns` beside
+#: `chunk_batch.lateness_ns`, so every number a chart wants is a flat scalar.
+SCHEMA_VERSION: Final = 3
+READABLE_VERSIONS: Final = frozenset({1, 2, 3})
 
 Kind = Literal[
     "status", "chunk", "chunk_batch", "activity", "protocol", "clock", "response", "run", "rtt"
@@ -56,6 +59,10 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "lateness_ns": "list of uplink lateness values (ns), one per chunk; [] for downlink",
         "level_dbfs": "loudest chunk level in the batch (dBFS) or null",
         "n_stalls": "uplink chunks in the batch the pacer counted as stalls; optional (v2)",
+        "lateness_max_ns": "uplink: the largest lateness of the batch's chunks (ns); absent "
+        "without lateness values (v3)",
+        "lateness_mean_ns": "uplink: the mean lateness of the batch's chunks (ns, rounded); "
+        "absent without lateness values (v3)",
     },
     "activity": {
         "track": "up (user track) or down (system track)",

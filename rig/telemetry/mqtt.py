@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rig.clock.base import Clock, MonotonicClock
+from rig.clock.wall import epoch_offset_ns
 from rig.errors import ConfigError, ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
@@ -161,6 +162,7 @@ class MqttPublisher:
     ) -> None:
         self.config = config
         self._clock: Clock = clock or MonotonicClock()  # batches chunk events by its time
+        self._epoch_offset_ns = epoch_offset_ns(self._clock)  # wall minus shared clock
         self.stats = BridgeStats()
         self.flush_period_s = 1.0 / flush_hz
         self._bus = bus
@@ -261,6 +263,8 @@ class MqttPublisher:
         # Work in slices with a yield in between: this task shares the loop with the audio.
         assert self._sub is not None
         now_ns = self._clock.now_ns()
+        # payloads carry wall-clock times (v3); re-read every flush: the wall clock can step
+        self._epoch_offset_ns = epoch_offset_ns(self._clock)
         while len(self._sub) > 0:
             for ev in self._sub.drain(SLICE):
                 if ev.kind == "chunk":
@@ -279,7 +283,7 @@ class MqttPublisher:
         try:
             await client.publish(
                 topic(ev.run_id, ev.rollout_id, ev.kind),
-                encode(ev),
+                encode(ev, self._epoch_offset_ns),
                 qos=0,
                 retain=ev.kind in RETAINED_KINDS,
                 timeout=self._timeout_s,

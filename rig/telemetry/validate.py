@@ -58,6 +58,14 @@ def _bool(data: dict[str, Any], key: str) -> None:
         raise ProtocolError(f"telemetry {key}: expected true or false, got {v!r}"[:200])
 
 
+def check_epoch(epoch_ns: Any) -> None:
+    """The v3 envelope's wall-clock time: absent, or an int64 (ns since 1970)."""
+    if epoch_ns is not None and (
+        not isinstance(epoch_ns, int) or isinstance(epoch_ns, bool) or abs(epoch_ns) >= MAX_INT64
+    ):
+        raise ProtocolError(f"telemetry epoch_ns: expected an int64, got {epoch_ns!r}"[:200])
+
+
 def check_header(kind: Any, run_id: Any, rollout_id: Any, t_ns: Any) -> tuple[str, str, str, int]:
     """The envelope: short string ids, an int64 time; returned typed."""
     for name, v, limit in (("kind", kind, 64), ("run", run_id, MAX_ID_CHARS)):
@@ -85,6 +93,8 @@ def check(kind: str, data: dict[str, Any]) -> None:
             _int(data, key)
         for key in ("n_chunks", "n_samples", "n_stalls"):
             _int(data, key, lo=0, hi=MAX_COUNT)
+        for key in ("lateness_max_ns", "lateness_mean_ns"):
+            _int(data, key)
         _bool(data, "stall")
         _num(data, "level_dbfs")
         late = data.get("lateness_ns")

@@ -4,7 +4,9 @@ view feed.
 Why its own module: the view process decodes the same payloads as `rig watch` and must not
 need the MQTT bridge (nor aiomqtt) to do it. Topics are `rig/<run>/<rollout>/<kind>` with
 `/ + #` replaced by `_` (run-level events have an empty rollout id: `rig/<run>/_/run`).
-Payloads are `{"v": 2, "kind", "run", "rollout", "t_ns", "data"}` (docs/telemetry.md);
+Payloads are `{"v": 3, "kind", "run", "rollout", "t_ns", "epoch_ns", "data"}`
+(docs/telemetry.md; `epoch_ns`, the event's wall-clock time, when the encoder is given the
+clock's epoch offset);
 `decode` reads every version in READABLE_VERSIONS and refuses, with a ProtocolError, anything
 oversized, malformed or with fields of the wrong type (rig.safejson, rig.telemetry.validate):
 anyone who can publish on a broker feeds it. Status text is redacted before it is encoded.
@@ -42,7 +44,9 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # made once: js
 # arguments builds a new encoder per call, a third of the cost of a small payload
 
 
-def encode(ev: TelemetryEvent) -> bytes:
+def encode(ev: TelemetryEvent, epoch_offset_ns: int | None = None) -> bytes:
+    """One payload. With `epoch_offset_ns` (rig.clock.wall.epoch_offset_ns: wall minus shared
+    clock) it carries `epoch_ns = t_ns + offset`, the event's time on the wall clock."""
     data = ev.data
     if ev.kind == "status":  # the only kind with free text: target URL, reason
         data = {k: redact_text(v) if isinstance(v, str) else v for k, v in data.items()}
@@ -52,6 +56,7 @@ def encode(ev: TelemetryEvent) -> bytes:
         "run": ev.run_id,
         "rollout": ev.rollout_id,
         "t_ns": ev.t_ns,
+        **({"epoch_ns": ev.t_ns + epoch_offset_ns} if epoch_offset_ns is not None else {}),
         "data": data,
     }
     return _ENCODER.encode(payload).encode()
@@ -70,5 +75,6 @@ def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
     kind, run_id, rollout_id, t_ns = validate.check_header(
         obj.get("kind"), obj.get("run"), obj.get("rollout"), obj.get("t_ns")
     )
+    validate.check_epoch(obj.get("epoch_ns"))
     validate.check(kind, data)
     return TelemetryEvent(kind=kind, run_id=run_id, rollout_id=rollout_id, t_ns=t_ns, data=data)

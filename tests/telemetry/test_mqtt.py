@@ -56,7 +56,7 @@ def test_payloads_are_versioned_and_carry_no_secrets() -> None:
     ev = events.status("run/1", "r#0", 5, "connecting", target="wss://user:hunter2@api.x/v1?a=b")
     assert topic(ev.run_id, ev.rollout_id, ev.kind) == "rig/run_1/r_0/status"
     raw = encode(ev)
-    assert b'"v":2' in raw and b"hunter2" not in raw
+    assert b'"v":3' in raw and b"hunter2" not in raw
     back = decode(raw)
     assert back.data["target"] == "wss://api.x/v1?<redacted>"  # a query may hold a key
     assert back.run_id == "run/1"
@@ -65,7 +65,7 @@ def test_payloads_are_versioned_and_carry_no_secrets() -> None:
         b'{"v":1,"kind":"status","run":"r","rollout":"a","t_ns":1,"data":{"state":"done"}}'
     )
     assert old.data == {"state": "done"}
-    for bad in (b"nope", b"[1]", b'{"v": 3, "kind": "status"}', b'{"v": 1, "kind": "x"}'):
+    for bad in (b"nope", b"[1]", b'{"v": 4, "kind": "status"}', b'{"v": 1, "kind": "x"}'):
         with pytest.raises(ProtocolError):
             decode(bad)
 
