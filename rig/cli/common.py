@@ -67,6 +67,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--detail", help="rollout shown in the live view's detail panel")
     p.add_argument(
+        "--progress-interval-s",
+        type=float,
+        default=10.0,
+        help="without the live view: a progress line (counts, rate, ETA) every N s (0: off)",
+    )
+    p.add_argument(
         "--device-clock",
         metavar="DEVICE_ID",
         help="probe this device's clock over MQTT (needs --mqtt) and fit it onto the shared "
@@ -121,6 +127,7 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--max-s", "max_s", 0.001, 86_400.0),
         ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
         ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
+        ("--progress-interval-s", "progress_interval_s", 0.0, 86_400.0),
     )
     for flag, name, flo, fhi in floats:
         v = getattr(args, name, None)
@@ -427,6 +434,13 @@ async def _run_specs(
         if view is not None:
             view_closed = asyncio.ensure_future(_announce_view_closed(view))
             stack.callback(view_closed.cancel)
+        from rig.reporting.progress import progress_lines
+
+        every_s = getattr(args, "progress_interval_s", 10.0)
+        ticker = asyncio.ensure_future(
+            progress_lines(runner.results, len(specs), skipped, clock, every_s, progress)
+        )
+        stack.callback(ticker.cancel)
         try:
             await runner.run(specs)
         finally:

@@ -11,8 +11,10 @@ rollout: the ETA is honest for a fleet of similar rollouts and rough for mixed l
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
+from rig.clock.base import Clock
 from rig.core.units import NS_PER_S
 
 
@@ -32,6 +34,11 @@ class ProgressMeter:
         self.start_ns = start_ns
         self.interval_ns = round(max(interval_s, 0.1) * NS_PER_S)
         self._next_ns = start_ns + self.interval_ns
+
+    @property
+    def next_ns(self) -> int:
+        """When the next line is due."""
+        return self._next_ns
 
     def line(self, now_ns: int, statuses: Iterable[str], *, force: bool = False) -> str | None:
         """The progress line if one is due at `now_ns` (or `force`), else None."""
@@ -54,3 +61,23 @@ class ProgressMeter:
         else:
             parts.append("rate -, ETA -")
         return " ".join(parts)
+
+
+async def progress_lines(
+    results: Mapping[str, Mapping[str, Any]],
+    total: int,
+    skipped: int,
+    clock: Clock,
+    interval_s: float,
+    emit: Callable[[str], None],
+) -> None:
+    """Emit a progress line every `interval_s` (clock time) until cancelled; `results` is
+    the runner's finished rollouts (id -> metrics), read, never changed. 0 s: no lines."""
+    if interval_s <= 0:
+        return
+    meter = ProgressMeter(total, clock.now_ns(), interval_s=interval_s, skipped=skipped)
+    while True:
+        await clock.sleep_until(meter.next_ns)
+        line = meter.line(clock.now_ns(), (str(m.get("status", "?")) for m in results.values()))
+        if line is not None:
+            emit(line)

@@ -29,12 +29,19 @@ def sim_url() -> Iterator[str]:
 
 
 @pytest.mark.realtime
-async def test_run_async_from_an_async_test(sim_url: str, tmp_path: Path) -> None:
+async def test_run_async_from_an_async_test(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The docs/api.md example: a pytest-asyncio test awaiting a run in its own loop."""
     result = await rig.run_async(
         "builtin:demo", target=sim_url, out=str(tmp_path), run_id="api", concurrency=3,
-        headless=True, max_s=30.0,
+        headless=True, max_s=30.0, progress_interval_s=1.0,
     )  # fmt: skip
+    # headless: a progress line per second of the run (not per chunk), with rate and ETA
+    progress = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress:")]
+    assert 3 <= len(progress) <= 15, progress
+    assert progress[0].startswith("progress: 0/3 rollouts done elapsed 1s")
+    assert any("rate " in ln and "/min ETA " in ln for ln in progress), progress
     assert result.ok and result.exit_code == 0, result.statuses
     assert result.run_dir == tmp_path / "api" and result.run_id == "api"
     assert sorted(result.statuses) == ["recipe", "weather", "what"]
