@@ -53,15 +53,23 @@ def namespace(scenario: str, options: dict[str, Any]) -> argparse.Namespace:
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError(f"rig.run: unknown option {key!r}{hint}")
         if dest == "dialect_opt" and isinstance(value, dict):
-            value = [f"{k}={_opt_text(v)}" for k, v in value.items()]
+            value = [_dialect_pair(k, v) for k, v in value.items()]
         if value is not None:
             _check_type(key, action, value)
         setattr(args, dest, value)
     return args
 
 
-def _opt_text(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v)
+def _dialect_pair(key: Any, value: Any) -> str:
+    """`{"voice": "123"}` -> `voice="123"`: values go as JSON, so a string stays a string
+    (on the command line `voice=123` would be the number)."""
+    if not isinstance(key, str) or not key.strip() or "=" in key:
+        raise ConfigError(f"rig.run: dialect_options keys must be names, got {key!r}")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"rig.run: dialect_options[{key!r}] is not JSON: {exc}") from exc
+    return f"{key}={text}"
 
 
 def _flag(action: argparse.Action) -> str:

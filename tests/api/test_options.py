@@ -1,0 +1,40 @@
+"""rig.api.options: keyword options -> the `rig run` namespace (no run, no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rig.api.options import namespace, option_names
+from rig.cli import build_parser
+from rig.cli.common import parse_dialect_options
+from rig.errors import ConfigError
+
+
+def test_defaults_are_the_cli_defaults() -> None:
+    api = namespace("builtin:demo", {})
+    cli = build_parser().parse_args(["run", "builtin:demo"])
+    assert vars(api) == vars(cli)
+    assert {"concurrency", "max_s", "headless", "otel", "dialect_options"} <= set(option_names())
+
+
+def test_dialect_options_keep_their_types() -> None:
+    args = namespace("x.wav", {"dialect_options": {"voice": "123", "n": 2, "vad": None,
+                                                   "model": "gpt"}})  # fmt: skip
+    assert parse_dialect_options(args.dialect_opt) == {"voice": "123", "n": 2, "vad": None,
+                                                       "model": "gpt"}  # fmt: skip
+    with pytest.raises(ConfigError, match="keys must be names"):
+        namespace("x.wav", {"dialect_options": {"a=b": 1}})
+    with pytest.raises(ConfigError, match="is not JSON"):
+        namespace("x.wav", {"dialect_options": {"f": float("nan")}})
+
+
+def test_types_and_choices() -> None:
+    assert namespace("x.wav", {"max_s": 5}).max_s == 5  # an int is a number
+    with pytest.raises(ConfigError, match=r"headless \(--headless\) must be True or False"):
+        namespace("x.wav", {"headless": 1})
+    with pytest.raises(ConfigError, match=r"max_s \(--max-s\) must be a number"):
+        namespace("x.wav", {"max_s": True})
+    with pytest.raises(ConfigError, match=r"backend \(--backend\) must be one of"):
+        namespace("x.wav", {"backend": "alsa"})
+    with pytest.raises(ConfigError, match="scenario must be"):
+        namespace("", {})
