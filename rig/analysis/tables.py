@@ -24,9 +24,9 @@ Row = dict[str, Any]
 #: rollouts.csv / the rollouts table: these first, in this order; any other scalar after
 ROLLOUT_COLUMNS: tuple[str, ...] = (
     "rollout_id", "scenario", "item", "kind", "repeat", "status", "reason", "pass",
-    "timing_valid", "retries", "n_responses", "latency_median_ms", "latency_max_ms",
-    "uplink_frames", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms", "stalls",
-    "drift_ms", "downlink_chunks", "downlink_audio_s", "clock_method", "clock_drift_ppm",
+    "timing_valid", "timing_reason", "retries", "n_responses", "latency_median_ms",
+    "latency_max_ms", "uplink_frames", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms",
+    "stalls", "drift_ms", "downlink_chunks", "downlink_audio_s", "clock_method", "clock_drift_ppm",
     "clock_offset_err_ms", "rtt_p50_ms", "rule", "t0_ns",
 )  # fmt: skip
 #: responses.csv / the responses table: one row per user turn with its latency split
@@ -77,6 +77,15 @@ def _get(d: Any, *path: str) -> Any:
     return d if d is None or isinstance(d, str | int | float | bool) else None
 
 
+def timing_reason(m: dict[str, Any]) -> str | None:
+    """Why the rig's own timing did not hold (metrics `rig_timing.reasons`), or None."""
+    rt = m.get("rig_timing")
+    reasons = rt.get("reasons") if isinstance(rt, dict) else None
+    if isinstance(reasons, list) and reasons:
+        return "; ".join(str(r) for r in reasons)
+    return None
+
+
 def _verdict(m: dict[str, Any]) -> bool | None:
     v = m.get("pass")
     if v is None:
@@ -102,6 +111,7 @@ def rollout_row(r: RolloutMetrics) -> Row:
         "reason": _get(m, "reason") or r.problem,
         "pass": _verdict(m),
         "timing_valid": _get(m, "timing_valid"),
+        "timing_reason": timing_reason(m),
         "retries": r.retries,
         "n_responses": len(lat),
         "latency_median_ms": (lat[len(lat) // 2] + lat[(len(lat) - 1) // 2]) / 2 if lat else None,

@@ -20,6 +20,7 @@ from typing import Any
 from rig.analysis.aggregate import COMPONENTS
 from rig.analysis.gates import GateResult, gate_values
 from rig.analysis.rollout import RolloutView, load_rollout, read_track
+from rig.analysis.tables import timing_reason
 from rig.errors import RigError
 from rig.reporting.svg import SPLIT_COLORS, cdf_svg, split_bar_svg, timeline_svg
 
@@ -161,7 +162,8 @@ def _validity(rollouts: list[dict[str, Any]]) -> str:
             "<tr>" + _td(m.get("rollout_id"), True) + _td(status, True, _cls_status(status))
             + _td(str(m.get("reason") or "")[:200], True)
             + _td(verdict[passed][0], cls=verdict[passed][1])
-            + _td(validity[valid][0], cls=validity[valid][1])
+            + _td(validity[valid][0] + (f" ({timing_reason(m)})" if valid is False else ""),
+                  cls=validity[valid][1])
             + _td(_fmt(late.get("p99"), 2)) + _td(up.get("stalls", "–"))
             + _td(fit.get("method", "–"), True) + _td(_fmt(fit.get("offset_err_ms"), 2))
             + "</tr>"

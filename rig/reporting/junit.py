@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.analysis.gates import GateResult
+from rig.analysis.tables import timing_reason
 
 #: XML 1.0 cannot carry these (a server's error text might)
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -40,7 +41,7 @@ def _verdict(m: dict[str, Any]) -> tuple[str, str, str] | None:
     if status == "no_audio":
         return "failure", "no_audio", reason or "the system sent no audio"
     if m.get("timing_valid") is False:
-        why = m.get("timing_invalid_reason") or "the rig's own timing did not hold"
+        why = timing_reason(m) or "the rig's own timing did not hold"
         return "failure", "timing_invalid", str(why)
     if passed is False:
         return "failure", "timing_rule", str(rule or "the item's timing rule failed")

@@ -33,6 +33,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from rig import __version__
 from rig.analysis.aggregate import COMPONENTS, load_run
+from rig.analysis.tables import timing_reason
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.errors import RigError
 
@@ -100,7 +101,7 @@ def build_spans(run_dir: str | Path) -> list[ReadableSpan]:
             "rig.run_id": run_id, "rig.rollout_id": r.rollout_id, "rig.status": r.status,
             "rig.reason": m.get("reason") or r.problem, "rig.scenario": m.get("scenario"),
             "rig.item": m.get("item"), "rig.pass": m.get("pass"), "rig.timing_valid": valid,
-            "rig.rule": _get(m, "timing", "rule"),
+            "rig.rule": _get(m, "timing", "rule"), "rig.timing_reason": timing_reason(m),
             "rig.uplink.lateness_p99_ms": _get(m, "uplink", "lateness_ms", "p99"),
             "rig.uplink.stalls": _get(m, "uplink", "stalls"),
             "rig.clock_fit.method": _get(m, "clock_fit", "method"),
