@@ -71,7 +71,8 @@ class RolloutResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run: `ok` when every rollout is ok and the run was not stopped early."""
+    """A finished run: `ok` when every rollout is ok, none says the rig's own timing failed
+    (`timing_valid` false: its numbers cannot be trusted) and the run was not stopped early."""
 
     run_id: str
     run_dir: Path
@@ -81,11 +82,14 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.stop_reason is None and all(r.ok for r in self.rollouts)
+        return self.stop_reason is None and all(
+            r.ok and r.timing_valid is not False for r in self.rollouts
+        )
 
     @property
     def exit_code(self) -> int:
-        """What `rig run` exits with for this run: 0 ok, 3 a rollout not ok (or stopped)."""
+        """What `rig run` exits with for this run: 0 ok, 3 a rollout not ok, its timing not
+        valid, or the run stopped early."""
         return EXIT_OK if self.ok else EXIT_ROLLOUTS_FAILED
 
     @property

@@ -38,3 +38,21 @@ def test_types_and_choices() -> None:
         namespace("x.wav", {"backend": "alsa"})
     with pytest.raises(ConfigError, match="scenario must be"):
         namespace("", {})
+
+
+def test_result_ok_needs_every_rollout_ok_and_its_timing_valid(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from rig.api.result import RolloutResult, RunResult
+
+    def r(status: str, valid: bool | None) -> RolloutResult:
+        m = {"rollout_id": "a", "status": status, "timing_valid": valid}
+        return RolloutResult.from_metrics(Path("run"), m)
+
+    def run(*rs: RolloutResult, stop: str | None = None) -> RunResult:
+        return RunResult("run", Path("run"), list(rs), stop)
+
+    assert run(r("ok", True), r("ok", None)).exit_code == 0
+    assert run(r("ok", True), r("ok", False)).exit_code == 3
+    assert run(r("ok", None), r("error", None)).exit_code == 3
+    assert not run(r("ok", None), stop="disk full").ok
