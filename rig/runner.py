@@ -41,8 +41,10 @@ from rig.childproc import die_with_parent
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
+from rig.core.selfcheck import TimingTolerance
 from rig.errors import ConfigError, DataFileError
 from rig.ids import attempt_name, check_id
+from rig.loopwatch import LoopWatch
 from rig.recordings import resume
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.sink import Publish
@@ -102,7 +104,10 @@ class Runner:
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
         force_resume: bool = False,
+        tolerance: TimingTolerance | None = None,
     ) -> None:
+        #: what the rig tolerates of its own timing before a rollout is not timing_valid
+        self.tolerance = tolerance or TimingTolerance()
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -124,6 +129,8 @@ class Runner:
         self.config = config or {}
         self.publish_factory = publish_factory
         self.writer = writer or RecordingWriter()
+        #: one loop, one watch: every session's verdict reads the same monitor
+        self.watch = LoopWatch(self.clock, backlog=lambda: self.writer.backlog)
         self.progress = progress or (lambda line: None)
         self.results: dict[str, dict[str, Any]] = {}
         #: why the run stopped starting rollouts (a full disk), None while it goes on
@@ -161,6 +168,7 @@ class Runner:
                 "start_interval_s": self.start_interval_ns / 1e9,
                 "analyze": self.analyze,
                 "rt_priority": self.rt_priority,
+                "timing_tolerance": self.tolerance.as_dict(),
             },
             targets=_unique_targets(specs),
             seed=self.seed,
@@ -240,13 +248,21 @@ class Runner:
         try:
             # no full GC and a 1 ms GIL switch interval while streaming (rig/realtime.py)
             with realtime.streaming():
-                await asyncio.gather(*(one(s) for s in todo))
+                self.watch.start()
+                try:
+                    await asyncio.gather(*(one(s) for s in todo))
+                finally:
+                    await self.watch.stop()
         finally:
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             await asyncio.to_thread(self.writer.close, 30)
             counts = Counter(r.get("status", "error") for r in self.results.values())
+            invalid = sorted(
+                rid for rid, r in self.results.items() if r.get("timing_valid") is False
+            )
+            manifest["timing_invalid"] = invalid
             if len(self.results) == len(specs):
                 manifest["status"] = "done"
             else:
@@ -290,6 +306,8 @@ class Runner:
                 spec.meta,
                 write_metrics=False,
                 phase=self._next_phase(),
+                watch=self.watch,
+                tolerance=self.tolerance,
             )
             metrics = await session.run()
             metrics = await self._finish_metrics(d, spec, metrics, session.log)
@@ -313,6 +331,11 @@ class Runner:
             f"{spec.rollout_id}: {metrics['status']}"
             + (f" latency_ms={','.join(f'{x:.0f}' for x in lat)}" if lat else "")
             + (f" ({metrics.get('reason')})" if metrics.get("reason") else "")
+            + (
+                f" [timing not valid: {'; '.join(metrics['rig_timing']['reasons'])}]"
+                if metrics.get("timing_valid") is False
+                else ""
+            )
         )
         return metrics
 

@@ -35,9 +35,11 @@ from rig.core.metrics import Outcome, build_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
 from rig.core.records import EventRecord
+from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
 from rig.errors import RigError, TransportError
+from rig.loopwatch import LoopWatch
 from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
 from rig.transports.base import Transport
@@ -76,6 +78,8 @@ class Session:
         *,
         write_metrics: bool = True,
         phase: float | None = None,
+        watch: LoopWatch | None = None,
+        tolerance: TimingTolerance | None = None,
     ) -> None:
         if plan.sample_rate != transport.uplink_rate:
             raise ValueError(
@@ -98,9 +102,22 @@ class Session:
         self.uplink: Uplink | None = None
         self.listener: Listener | None = None
         self.log: SessionLog | None = None  # frozen at the end of the stream
+        #: the loop's own lag, run delay and writer backlog (rig.loopwatch); the runner
+        #: shares one per loop, a session on its own starts its own
+        self.watch = watch or LoopWatch(clock, backlog=lambda: recorder.writer.backlog)
+        self.tolerance = tolerance or TimingTolerance()
+        self.verdict: Verdict | None = None  # the rig's own timing, judged at the end
+        self._mark: Mark | None = None
         self._recv_error: BaseException | None = None
 
     async def run(self) -> dict[str, Any]:
+        self.watch.start()
+        try:
+            return await self._run()
+        finally:
+            await self.watch.stop()
+
+    async def _run(self) -> dict[str, Any]:
         self.sink.status("connecting")
         t_open = self.clock.now_ns()
         try:
@@ -133,6 +150,7 @@ class Session:
             "session": self.cfg.as_dict(),
             "prefill": prefill.as_dict(),
         }
+        self._mark = self.watch.mark()
         self.sink.put(EventRecord("session.start", t0, start))
         self.sink.status("running", t0_ns=t0)
         recv = asyncio.create_task(self._receive_loop(), name=f"recv-{self.rollout_id}")
@@ -272,6 +290,8 @@ class Session:
             self.transport.finish_metrics(metrics)
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             metrics["transport_metrics_error"] = f"{type(exc).__name__}: {exc}"
+        loop = self.watch.since(self._mark) if self._mark is not None else None
+        self._judge(metrics, loop)
         status = {"status": self.outcome.status, "reason": self.outcome.reason}
         self.sink.put(EventRecord("session.end", t_end, status))
         if self.write_metrics:
@@ -283,8 +303,23 @@ class Session:
         self._publish_done()
         return metrics
 
+    def _judge(self, metrics: dict[str, Any], loop: LoopStats | None) -> None:
+        """`timing_valid` and why (rig.core.selfcheck): did the rig keep its own time?"""
+        p99 = (metrics.get("uplink") or {}).get("lateness_ms", {}).get("p99")
+        stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
+        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance)
+        metrics["timing_valid"] = verdict.valid
+        metrics["rig_timing"] = verdict.as_dict(self.tolerance)
+
     def _publish_done(self) -> None:
-        self.sink.status("done", status=self.outcome.status, reason=self.outcome.reason)
+        v = self.verdict
+        self.sink.status(
+            "done",
+            status=self.outcome.status,
+            reason=self.outcome.reason,
+            timing_valid=None if v is None else v.valid,
+            timing_reason=None if v is None else v.reason,
+        )
 
     def _describe_transport(self) -> dict[str, Any]:
         try:

@@ -11,7 +11,10 @@ n, status counts, response latency (median, IQR, bootstrap CI of the median), pa
 of the category's rule, and the latency decomposition components when present. Per
 scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
 pass for independent data.
-Latencies come only from rollouts whose status is in `statuses` (default: `ok`).
+Latencies come only from rollouts whose status is in `statuses` (default: `ok`) and whose
+own timing held (`timing_valid` not false: rig.core.selfcheck); rollouts the rig judged
+invalid are counted per group (`timing_invalid`) and shown, and kept out of every latency,
+component and pass rate unless `include_invalid_timing`.
 """
 
 from __future__ import annotations
@@ -115,11 +118,21 @@ def _component_values(m: dict[str, Any], key: str) -> tuple[list[float], list[fl
     return vals, errs
 
 
+def timing_invalid(r: RolloutMetrics) -> bool:
+    """The rig judged its own timing failed for this rollout (absent or null: not judged)."""
+    return r.metrics.get("timing_valid") is False
+
+
 def _group_report(
-    rows: list[RolloutMetrics], statuses: Iterable[str], seed: int, per_item: bool, **ci: Any
+    rows: list[RolloutMetrics],
+    statuses: Iterable[str],
+    seed: int,
+    per_item: bool,
+    include_invalid: bool = False,
+    **ci: Any,
 ) -> dict[str, Any]:
     keep = set(statuses)
-    used = [r for r in rows if r.status in keep]
+    used = [r for r in rows if r.status in keep and (include_invalid or not timing_invalid(r))]
     lat: list[float] = []
     clusters: list[str] = []
     for r in used:
@@ -141,6 +154,7 @@ def _group_report(
     return {
         "n": len(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
+        "timing_invalid": sum(timing_invalid(r) for r in rows),
         "latency_ms": summarize(lat, seed=seed, clusters=None if per_item else clusters, **ci),
         "n_items": len(set(_label(r.metrics, "item") for r in rows)),
         "pass": {
@@ -159,6 +173,7 @@ def aggregate(
     seed: int | None = None,
     confidence: float = 0.95,
     n_resamples: int = 2000,
+    include_invalid_timing: bool = False,
 ) -> dict[str, Any]:
     """JSON-able report of a run directory. `seed` defaults to the manifest's seed (or 0)."""
     data = run if isinstance(run, RunData) else load_run(run)
@@ -167,7 +182,8 @@ def aggregate(
         m_seed = manifest.get("seed")
         seed = m_seed if isinstance(m_seed, int) else 0
     statuses = tuple(statuses)
-    ci = {"confidence": confidence, "n_resamples": n_resamples}
+    ci: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples}
+    inv = include_invalid_timing
     by_scenario: dict[str, list[RolloutMetrics]] = {}
     by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
     for r in data.rollouts:
@@ -183,17 +199,19 @@ def aggregate(
         "n_rollouts": len(data.rollouts),
         "status_counts": dict(Counter(r.status for r in data.rollouts)),
         "retries": {r.rollout_id: r.retries for r in data.rollouts if r.retries},
+        "timing_invalid": sorted(r.rollout_id for r in data.rollouts if timing_invalid(r)),
+        "timing_invalid_excluded": not inv,
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts
             if r.problem
         ],
         "scenarios": [
-            {"scenario": sc, **_group_report(rows, statuses, seed, False, **ci)}
+            {"scenario": sc, **_group_report(rows, statuses, seed, False, inv, **ci)}
             for sc, rows in sorted(by_scenario.items())
         ],
         "items": [
-            {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, **ci)}
+            {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, inv, **ci)}
             for (sc, it), rows in sorted(by_item.items())
         ],
     }
@@ -310,11 +328,13 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
     )
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
-    status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
+    status = Text(" ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items())))
+    if g.get("timing_invalid"):
+        status.append(f" timing-invalid={g['timing_invalid']}", style="bold red")
     return [
         Text(name),
         str(g["n"]),
-        Text(status),
+        status,
         _fmt(lat.get("median")),
         _fmt(lat.get("iqr")),
         ci,

@@ -53,6 +53,20 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="after the plan, stop once the system was quiet this long (playback)",
     )
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
+    p.add_argument(
+        "--timing-tolerance-ms",
+        type=float,
+        default=5.0,
+        help="a rollout's own timing is valid while its uplink lateness p99 and the event "
+        "loop's lag p99 stay within this (default 5; recorded in the manifest)",
+    )
+    p.add_argument(
+        "--loop-lag-max-ms",
+        type=float,
+        default=20.0,
+        help="any single event-loop lag above this makes a rollout's timing not valid "
+        "(default 20: one frame)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--force-resume",
@@ -120,6 +134,8 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
         ("--max-s", "max_s", 0.001, 86_400.0),
         ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--timing-tolerance-ms", "timing_tolerance_ms", 0.01, 60_000.0),
+        ("--loop-lag-max-ms", "loop_lag_max_ms", 0.01, 60_000.0),
         ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
     )
     for flag, name, flo, fhi in floats:
@@ -325,6 +341,18 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
     return specs
 
 
+def tolerance_of(args: argparse.Namespace, cls: Any) -> Any:
+    """The TimingTolerance the options ask for (defaults where a command has none)."""
+    tol = getattr(args, "timing_tolerance_ms", None)
+    lag_max = getattr(args, "loop_lag_max_ms", None)
+    kw: dict[str, float] = {}
+    if tol is not None:
+        kw |= {"lateness_p99_ms": tol, "loop_lag_p99_ms": tol}
+    if lag_max is not None:
+        kw["loop_lag_max_ms"] = lag_max
+    return cls(**kw)
+
+
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
     """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
     return asyncio.run(_run_specs(args, specs, config))
@@ -338,6 +366,7 @@ async def _run_specs(
     from rich.console import Console
 
     from rig.clock.base import MonotonicClock
+    from rig.core.selfcheck import TimingTolerance
     from rig.dashboard.live import Dashboard
     from rig.runner import Runner
     from rig.telemetry.bus import EventBus
@@ -354,6 +383,7 @@ async def _run_specs(
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
+        tolerance=tolerance_of(args, TimingTolerance),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},

@@ -25,6 +25,12 @@ def add_parser(sub: Any) -> None:
         action="append",
         help="rollout statuses whose latencies count (repeatable; default: ok)",
     )
+    p.add_argument(
+        "--include-invalid-timing",
+        action="store_true",
+        help="count rollouts whose own timing failed (timing_valid false) in the aggregates; "
+        "by default they are counted and shown, and left out",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="bootstrap CI level")
     p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
     p.add_argument(
@@ -46,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
     report = aggregate(
-        args.run_dir, statuses=tuple(args.status or ("ok",)), confidence=args.confidence
+        args.run_dir,
+        statuses=tuple(args.status or ("ok",)),
+        confidence=args.confidence,
+        include_invalid_timing=bool(args.include_invalid_timing),
     )
     rollouts = load_rollouts(args.run_dir)
     if args.csv:
@@ -62,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     if decomposition is not None:
         console.print(decomposition)
         console.print(clock_fit_table(rollouts))
+    if report["timing_invalid"]:
+        n = len(report["timing_invalid"])
+        what = "left out of" if report["timing_invalid_excluded"] else "counted in"
+        console.print(
+            f"{n} rollout(s) whose own timing failed (timing_valid false) are {what} the "
+            f"aggregates: {', '.join(report['timing_invalid'][:10])}" + (" ..." if n > 10 else ""),
+            markup=False,
+            style="bold red",
+        )
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):

@@ -102,4 +102,28 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_ROLLOUTS_FAILED
     ok = all(m.get("status") == "ok" for m in rollouts)
-    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED
+    invalid = timing_invalid_lines(rollouts)
+    for line in invalid:
+        print(line, file=sys.stderr)
+    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+
+
+def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:
+    """One line per rollout whose own timing failed (rig.core.selfcheck), with why."""
+    lines: list[str] = []
+    bad = [m for m in rollouts if m.get("timing_valid") is False]
+    for m in bad[:20]:
+        reasons = (m.get("rig_timing") or {}).get("reasons") or ["no reason recorded"]
+        lines.append(
+            f"rig run: {m.get('rollout_id')}: the rig's own timing failed "
+            f"({'; '.join(map(str, reasons))}); its latencies are left out of reports "
+            "(docs/pacing.md)"
+        )
+    if len(bad) > 20:
+        lines.append(f"rig run: ... and {len(bad) - 20} more rollouts whose timing failed")
+    if bad:
+        lines.append(
+            f"rig run: {len(bad)} of {len(rollouts)} rollouts have timing_valid false: ask for "
+            "fewer at once (--concurrency), or see docs/pacing.md"
+        )
+    return lines

@@ -54,6 +54,7 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
         "late p99",
         "late max",
         "stalls",
+        "rig timing",
     ):
         t.add_column(col, justify="left" if col in ("rollout", "status") else "right")
     for m in rollouts:
@@ -83,8 +84,18 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
             f(late.get("p99")),
             f(late.get("max")),
             str(up.get("stalls", "—")),
+            _timing_cell(m.get("timing_valid")),
         )
     return t
+
+
+def _timing_cell(valid: Any) -> Text:
+    """The rig's verdict on its own timing (rig.core.selfcheck): invalid rollouts in red."""
+    if valid is True:
+        return Text("valid")
+    if valid is False:
+        return Text("INVALID", style="bold red")
+    return Text("—")
 
 
 def _obj(x: Any) -> dict[str, Any]:

@@ -224,3 +224,24 @@ def test_report_prints_the_decomposition_and_clock_fits(tmp_path) -> None:
     assert "latency decomposition" in r.stdout
     assert "320.0 [310.0–330.0] ±1.0" in r.stdout  # model: median [p25–p75] ±error
     assert "envelope-two-way" in r.stdout and "12.5 ±3.0" in r.stdout
+
+
+def test_rollouts_whose_own_timing_failed_are_counted_shown_and_left_out(run_dir: Path) -> None:
+    bad = {"timing_valid": False, "rig_timing": {"reasons": ["3 stalled frames"]}}
+    write_rollout(run_dir, "r200", {"status": "ok", "scenario": "timing", "item": "a",
+                                    "responses": [resp(5000)], "pass": False, **bad})  # fmt: skip
+    write_rollout(run_dir, "r201", {"status": "ok", "scenario": "timing", "item": "a",
+                                    "responses": [resp(530)], "pass": True,
+                                    "timing_valid": True})  # fmt: skip
+    rep = aggregate(run_dir)
+    timing = {s["scenario"]: s for s in rep["scenarios"]}["timing"]
+    assert rep["timing_invalid"] == ["r200"] and rep["timing_invalid_excluded"]
+    assert timing["timing_invalid"] == 1 and timing["status_counts"]["ok"] == 8  # still ok
+    assert timing["latency_ms"]["n"] == 7  # 5000 ms left out, the valid 530 counted
+    assert timing["pass"] == {"evaluated": 7, "passed": 4, "rate": 4 / 7}
+    items = {(i["scenario"], i["item"]): i for i in rep["items"]}
+    assert items[("timing", "a")]["timing_invalid"] == 1
+    assert "timing-invalid=1" in format_report(rep)
+    with_all = aggregate(run_dir, include_invalid_timing=True)
+    timing = {s["scenario"]: s for s in with_all["scenarios"]}["timing"]
+    assert timing["latency_ms"]["n"] == 8 and not with_all["timing_invalid_excluded"]
