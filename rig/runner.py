@@ -105,7 +105,9 @@ class Runner:
         rt_priority: int = 0,
         force_resume: bool = False,
         tolerance: TimingTolerance | None = None,
+        manifest_name: str = "manifest.json",
     ) -> None:
+        self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
         #: what the rig tolerates of its own timing before a rollout is not timing_valid
         self.tolerance = tolerance or TimingTolerance()
         #: resume into a run directory recorded with another configuration (recorded)
@@ -154,21 +156,21 @@ class Runner:
         except OSError as exc:
             raise DataFileError(self.run_dir, f"cannot create: {describe_os_error(exc)}") from exc
         random.seed(self.seed)
-        manifest_path = os.path.join(self.run_dir, "manifest.json")
+        manifest_path = os.path.join(self.run_dir, self.manifest_name)
         previous: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            loaded = _read_json(manifest_path)  # before any rollout runs: may block
+            loaded = _read_json(os.path.join(self.run_dir, "manifest.json"))  # may block
             previous = loaded if isinstance(loaded, dict) else {}
         manifest = build_manifest(
             self.run_id,
             config={
-                **self.config,
                 "concurrency": self.concurrency,
                 "connect_concurrency": self.connect_gate_size,
                 "start_interval_s": self.start_interval_ns / 1e9,
                 "analyze": self.analyze,
                 "rt_priority": self.rt_priority,
                 "timing_tolerance": self.tolerance.as_dict(),
+                **self.config,  # a worker records the run's totals (rig.workers)
             },
             targets=_unique_targets(specs),
             seed=self.seed,

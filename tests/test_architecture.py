@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.loopwatch"),
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
     ("rig.runner",),
+    ("rig.workers",),  # one command sharded over worker processes
     ("rig.cli",),
     ("rig.__main__",),
 ]

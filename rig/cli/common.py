@@ -29,7 +29,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name (reuse one to resume)")
     p.add_argument("--headless", action="store_true", help="plain progress lines, no live view")
-    p.add_argument("--concurrency", type=int, default=1, help="rollouts at once")
+    p.add_argument("--concurrency", type=int, default=1, help="rollouts at once (in total)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes the rollouts are sharded over, each with its own event loop "
+        f"and writer (default 1; this machine has {_cores()} usable cores; docs/pacing.md)",
+    )
+    add_worker_options(p)
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
     p.add_argument(
@@ -96,6 +104,26 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _cores() -> int:
+    from rig.workers import usable_cores
+
+    return usable_cores()
+
+
+def add_worker_options(p: argparse.ArgumentParser) -> None:
+    """What a parent tells the workers it starts (rig.workers); not for users."""
+    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def be_worker(args: argparse.Namespace) -> None:
+    """In a worker: die with the parent that started it (rig.childproc)."""
+    if getattr(args, "parent_pid", None):
+        from rig.childproc import die_with_parent
+
+        die_with_parent(args.parent_pid)
+
+
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
     """Fail up front, in one line naming the extra, when an option needs one that is missing
     (before any rollout starts or any file is written)."""
@@ -124,6 +152,7 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--connect-concurrency", "connect_concurrency", 1, 100_000),
         ("--repeat", "repeat", 1, 1_000_000),
         ("--rt-priority", "rt_priority", 0, 99),
+        ("--workers", "workers", 1, 256),
     )
     for flag, name, lo, hi in ints:
         v = getattr(args, name, None)
@@ -365,6 +394,7 @@ async def _run_specs(
 
     from rich.console import Console
 
+    from rig import workers
     from rig.clock.base import MonotonicClock
     from rig.core.selfcheck import TimingTolerance
     from rig.dashboard.live import Dashboard
@@ -375,12 +405,24 @@ async def _run_specs(
     clock = MonotonicClock()
     bus = EventBus()
     console = Console(stderr=True)
-    headless = bool(args.headless) or not console.is_terminal
+    k, n = getattr(args, "worker_index", None), getattr(args, "workers", 1)
+    headless = bool(args.headless) or not console.is_terminal or k is not None
+    if k is not None:  # one worker of a sharded run: its share, its own manifest
+        be_worker(args)
+        specs = workers.shard(specs, k, n)
+        config = {
+            **config,
+            "concurrency": args.concurrency,
+            "connect_concurrency": args.connect_concurrency,
+        }
     runner = Runner(
         args.out,
         run_id=args.run_id,
-        concurrency=args.concurrency,
-        connect_concurrency=args.connect_concurrency,
+        concurrency=args.concurrency if k is None else workers.share(args.concurrency, k, n),
+        connect_concurrency=args.connect_concurrency
+        if k is None
+        else workers.share(args.connect_concurrency, k, n),
+        manifest_name="manifest.json" if k is None else workers.worker_manifest_name(k),
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
         tolerance=tolerance_of(args, TimingTolerance),

@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             )
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
+    if args.workers > 1 and args.worker_index is None:
+        return run_sharded(args, len(specs))
     runner = run_specs(
         args,
         specs,
@@ -102,6 +104,47 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_ROLLOUTS_FAILED
     ok = all(m.get("status") == "ok" for m in rollouts)
+    invalid = timing_invalid_lines(rollouts)
+    for line in invalid:
+        print(line, file=sys.stderr)
+    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+
+
+def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
+    """The parent of `--workers N`: start the workers, wait, merge their manifests, report."""
+    import os
+
+    from rig import workers
+    from rig.recordings.writer import write_json_atomic
+    from rig.reporting.summary import print_summary
+    from rig.runner import new_run_id
+
+    n = min(args.workers, max(1, n_specs))
+    run_id = args.run_id or new_run_id()
+    extra = ["--run-id", run_id, "--workers", str(n), "--headless"]
+    procs = [workers.spawn(args.argv, k, extra) for k in range(n)]
+    codes = []
+    try:
+        codes = [p.wait() for p in procs]
+    finally:
+        workers.stop_all(procs)  # a Ctrl-C here: the workers stop their rollouts too
+        run_dir = os.path.join(args.out, run_id)
+        manifest = workers.merge(
+            run_dir,
+            n,
+            {"concurrency": args.concurrency, "connect_concurrency": args.connect_concurrency},
+            [p.pid for p in procs],
+        )
+        if os.path.isdir(run_dir):
+            write_json_atomic(os.path.join(run_dir, "manifest.json"), manifest)
+    rollouts = print_summary(run_dir)
+    if any(c not in (EXIT_OK, EXIT_ROLLOUTS_FAILED) for c in codes):
+        print(f"rig run: a worker failed (exit {codes}); see above", file=sys.stderr)
+        return max(codes)
+    if manifest.get("stop_reason"):
+        print(f"rig run: stopped early: {manifest['stop_reason']}", file=sys.stderr)
+        return EXIT_ROLLOUTS_FAILED
+    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= n_specs
     invalid = timing_invalid_lines(rollouts)
     for line in invalid:
         print(line, file=sys.stderr)
