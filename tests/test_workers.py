@@ -104,3 +104,46 @@ def test_two_workers_share_one_run_die_with_the_parent_and_resume(tmp_path: Path
     assert set(manifest["timing_invalid"]) == invalid
     assert r.returncode == (3 if invalid else 0)
     assert "run directory:" in r.stdout  # one summary, from the parent
+
+
+@pytest.mark.realtime
+def test_sim_workers_share_one_port_and_die_with_the_parent(tmp_path: Path) -> None:
+    sim, url = start_sim("--reply-s", "0.3", "--workers", "2")
+    try:
+        out = subprocess.run(["pgrep", "-P", str(sim.pid)], capture_output=True, text=True)
+        (worker,) = [int(x) for x in out.stdout.split()]
+        wav = str(Path(__file__).resolve().parents[1] / "rig" / "data" / "turn_what.wav")
+        r = subprocess.run(
+            [sys.executable, "-m", "rig", "run", wav, "--target", url, "--out", str(tmp_path),
+             "--run-id", "s", "--headless", "--repeat", "12", "--concurrency", "12",
+             "--drain-quiet-s", "0.5"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode in (0, 3), r.stderr[-2000:]
+        manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+        assert manifest["status_counts"] == {"ok": 12}
+    finally:
+        stop_sim(sim)
+    assert sim.stdout is not None
+    text = sim.stdout.read()
+    served = [int(n) for n in re.findall(r"rig sim stopped after (\d+) connections", text)]
+    assert len(served) == 2 and sum(served) == 12, text  # both processes served
+    assert min(served) >= 1, served  # the kernel spread them (12 on one: p = 2**-11)
+    wait_for(lambda: not alive(worker), timeout_s=10, every_s=0.1, what="worker stopped")
+
+
+def test_a_killed_sim_parent_takes_its_workers_along() -> None:
+    sim, _ = start_sim("--workers", "2")
+    out = subprocess.run(["pgrep", "-P", str(sim.pid)], capture_output=True, text=True)
+    (worker,) = [int(x) for x in out.stdout.split()]
+    os.kill(sim.pid, signal.SIGKILL)
+    sim.wait()
+    wait_for(lambda: not alive(worker), timeout_s=10, every_s=0.1, what="worker gone")
+
+
+def test_sim_workers_refuse_what_they_cannot_shard(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "rig", "sim", "--workers", "2", "--truth-log", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "--truth-log needs --workers 1" in r.stderr

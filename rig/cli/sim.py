@@ -107,6 +107,15 @@ def add_parser(sub: Any) -> None:
         "device: listen on --input DEV, reply on --output DEV",
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes serving one port (SO_REUSEPORT, --transport ws): a self-test at scale "
+        "measures the rig, not the reference system (default 1)",
+    )
+    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument(
         "--rt-priority",
         type=int,
         default=3,
@@ -173,6 +182,18 @@ def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from rig import realtime
+    from rig.errors import ConfigError
+    from rig.workers import check_workers
+
+    if check_workers(args.workers) > 1:
+        if args.transport != "ws":
+            raise ConfigError("--workers applies to --transport ws")
+        if args.truth_log:
+            raise ConfigError("--truth-log needs --workers 1 (one log per process would split it)")
+    if args.parent_pid:
+        from rig.childproc import die_with_parent
+
+        die_with_parent(args.parent_pid)
 
     if args.transport in TRANSPORTS:
         require(TRANSPORTS[args.transport], f"--transport {args.transport}")
@@ -183,6 +204,21 @@ def run(args: argparse.Namespace) -> int:
         if args.transport == "device":
             return run_device(args, cfg, reply)
         return run_ws_or_webrtc(args, cfg, net, reply, sched)
+
+
+def start_sim_workers(args: argparse.Namespace, port: int) -> list[Any]:
+    """Workers 1..N-1 on the parent's port; returns once each is listening."""
+    from rig.errors import RigError
+    from rig.workers import spawn, stop_all
+
+    extra = ["--port", str(port), "--workers", str(args.workers)]
+    procs = [spawn(args.argv, k, extra, pipe_stdout=True) for k in range(1, args.workers)]
+    for p in procs:
+        line = p.stdout.readline() if p.stdout is not None else ""
+        if "listening" not in line:
+            stop_all(procs)
+            raise RigError(f"rig sim worker did not start: {line!r}")
+    return procs
 
 
 def run_ws_or_webrtc(
@@ -199,14 +235,26 @@ def run_ws_or_webrtc(
             from rig.sim.server import SimServer
 
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
-        url = await server.start(args.host, args.port)
+        sharded = args.workers > 1
+        if sharded:
+            url = await server.start(args.host, args.port, reuse_port=True)
+        else:
+            url = await server.start(args.host, args.port)
+        others = []
+        if sharded and args.worker_index is None:  # the parent serves too, as worker 0
+            others = await asyncio.to_thread(start_sim_workers, args, server.port)
         print(f"rig sim listening on {url}", flush=True)
-        print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)  # after the URL line
+        if args.worker_index is None:  # after the URL line (a worker's would come before)
+            print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        if others:
+            from rig.workers import stop_all
+
+            await asyncio.to_thread(stop_all, others)
         await server.stop()
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 

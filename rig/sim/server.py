@@ -151,7 +151,10 @@ class SimServer(SimHost):
         self.max_queue = max_queue
         self.max_message_bytes = max_message_bytes
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, *, reuse_port: bool = False
+    ) -> str:
+        """Listen; `reuse_port`: several processes share the port (`rig sim --workers`)."""
         self._server = await serve(
             self._handle,
             host,
@@ -159,6 +162,7 @@ class SimServer(SimHost):
             max_size=self.max_message_bytes,
             ping_interval=None,
             compression=None,
+            reuse_port=reuse_port or None,
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
