@@ -2,8 +2,13 @@
 
 How this works: the audio event loop never touches the disk. Session code calls the
 `RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock waits, no
-I/O, O(1)). The writer thread drains the queue in batches, appends, then flushes every file it
-touched (data first, then WAV headers), so a SIGKILL loses at most the batch being written.
+I/O, O(1)). The writer thread wakes for an item, lets `batch_window_s` (10 ms) of items
+gather, drains them as one batch, appends, then flushes every file it touched: one write per
+file per batch, so a SIGKILL loses at most the batch being written. WAV headers are rewritten
+every `header_every` (10) batches of a rollout and at its end (a crash leaves a header that
+under-counts by at most that; readers trust the file size, `rig report --repair-wav` fixes
+it). Why batch: per-chunk flushes cost ~10 syscalls each and the GIL the loop needs; at 50
+rollouts the writer thread was the largest CPU user of the rig (py-spy, docs/pacing.md).
 
 The queue is unbounded on purpose: a slow disk must never stall the audio loop, and a run
 must never drop what it heard. The backlog (items queued, not yet written) is measured; the
@@ -136,6 +141,7 @@ class _RolloutFiles:
     event_lines: list[str]
     user: WavAppender
     system: WavAppender | None
+    flushes: int = 0
 
 
 #: errnos that mean the whole file system is out of room: the runner stops starting rollouts
@@ -145,7 +151,15 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 class RecordingWriter:
     """The writer thread of a run. Start once; `close()` drains and joins."""
 
-    def __init__(self, warn_backlog: int = 5_000, write_delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        warn_backlog: int = 5_000,
+        write_delay_s: float = 0.0,
+        batch_window_s: float = 0.01,
+        header_every: int = 10,
+    ) -> None:
+        self.batch_window_s = batch_window_s
+        self.header_every = max(1, header_every)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._files: dict[str, _RolloutFiles] = {}
         self._thread = threading.Thread(target=self._run, name="rig-writer", daemon=True)
@@ -208,8 +222,10 @@ class RecordingWriter:
         stop = False
         while not stop:
             item = self._q.get()
+            if self.batch_window_s > 0 and item is not _STOP:
+                time.sleep(self.batch_window_s)  # let a batch gather: one write per file
             batch = [item]
-            while len(batch) < 4096:
+            while len(batch) < 65_536:
                 try:
                     batch.append(self._q.get_nowait())
                 except queue.Empty:
@@ -233,7 +249,8 @@ class RecordingWriter:
                 files = self._files.get(key)
                 if files is not None:
                     try:
-                        self._flush(files)
+                        files.flushes += 1
+                        self._flush(files, header=files.flushes % self.header_every == 0)
                     except Exception as exc:  # noqa: BLE001 - recorded against the rollout
                         self._fail(key, exc)
         for key, files in list(self._files.items()):
@@ -318,7 +335,7 @@ class RecordingWriter:
             files.system = WavAppender(os.path.join(files.dir, "system.wav"), rate)
         return files.system
 
-    def _flush(self, files: _RolloutFiles) -> None:
+    def _flush(self, files: _RolloutFiles, header: bool = True) -> None:
         # One unbuffered write per file per batch: whole lines reach the OS together, so a
         # killed process leaves complete JSON lines behind.
         for lines, f in ((files.chunk_lines, files.chunks), (files.event_lines, files.events)):
@@ -334,7 +351,7 @@ class RecordingWriter:
             if wav is None:
                 continue
             try:
-                wav.flush()
+                wav.flush(header)
             except OSError as exc:
                 exc.filename = exc.filename or wav.path
                 raise

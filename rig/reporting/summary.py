@@ -49,14 +49,19 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
     for col in (
         "rollout",
         "status",
-        "response latency ms",
+        "latency ms",
         "late p50",
-        "late p99",
-        "late max",
+        "p99",
+        "max",
         "stalls",
-        "rig timing",
+        "rig",
     ):
-        t.add_column(col, justify="left" if col in ("rollout", "status") else "right")
+        # a status word is never cut (`write_error`): the reason after it wraps instead
+        t.add_column(
+            col,
+            justify="left" if col in ("rollout", "status") else "right",
+            min_width={"status": 11, "rig": 3}.get(col),
+        )
     for m in rollouts:
         responses = m.get("responses")
         lat = [
@@ -90,11 +95,12 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
 
 
 def _timing_cell(valid: Any) -> Text:
-    """The rig's verdict on its own timing (rig.core.selfcheck): invalid rollouts in red."""
+    """Column `rig`: the verdict on the rig's own timing (timing_valid, rig.core.selfcheck):
+    `ok`, or `bad` in red (kept narrow: the status column holds the reasons)."""
     if valid is True:
-        return Text("valid")
+        return Text("ok")
     if valid is False:
-        return Text("INVALID", style="bold red")
+        return Text("bad", style="bold red")
     return Text("—")
 
 
