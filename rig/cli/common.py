@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from rig.cli.capacity import add_capacity_options, be_worker, tolerance_of
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -30,14 +31,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", help="run directory name (reuse one to resume)")
     p.add_argument("--headless", action="store_true", help="plain progress lines, no live view")
     p.add_argument("--concurrency", type=int, default=1, help="rollouts at once (in total)")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="worker processes the rollouts are sharded over, each with its own event loop "
-        f"and writer (default 1; this machine has {_cores()} usable cores; docs/pacing.md)",
-    )
-    add_worker_options(p)
+    add_capacity_options(p)
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
     p.add_argument(
@@ -61,20 +55,6 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="after the plan, stop once the system was quiet this long (playback)",
     )
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
-    p.add_argument(
-        "--timing-tolerance-ms",
-        type=float,
-        default=5.0,
-        help="a rollout's own timing is valid while its uplink lateness p99 and the event "
-        "loop's lag p99 stay within this (default 5; recorded in the manifest)",
-    )
-    p.add_argument(
-        "--loop-lag-max-ms",
-        type=float,
-        default=20.0,
-        help="any single event-loop lag above this makes a rollout's timing not valid "
-        "(default 20: one frame)",
-    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--force-resume",
@@ -102,26 +82,6 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="four-timestamp clock probes every N s, for the latency split (peers that do "
         "not answer them ignore them; 0 = off; default 0.5)",
     )
-
-
-def _cores() -> int:
-    from rig.workers import usable_cores
-
-    return usable_cores()
-
-
-def add_worker_options(p: argparse.ArgumentParser) -> None:
-    """What a parent tells the workers it starts (rig.workers); not for users."""
-    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
-
-
-def be_worker(args: argparse.Namespace) -> None:
-    """In a worker: die with the parent that started it (rig.childproc)."""
-    if getattr(args, "parent_pid", None):
-        from rig.childproc import die_with_parent
-
-        die_with_parent(args.parent_pid)
 
 
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
@@ -370,18 +330,6 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
     return specs
 
 
-def tolerance_of(args: argparse.Namespace, cls: Any) -> Any:
-    """The TimingTolerance the options ask for (defaults where a command has none)."""
-    tol = getattr(args, "timing_tolerance_ms", None)
-    lag_max = getattr(args, "loop_lag_max_ms", None)
-    kw: dict[str, float] = {}
-    if tol is not None:
-        kw |= {"lateness_p99_ms": tol, "loop_lag_p99_ms": tol}
-    if lag_max is not None:
-        kw["loop_lag_max_ms"] = lag_max
-    return cls(**kw)
-
-
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
     """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
     return asyncio.run(_run_specs(args, specs, config))
@@ -396,7 +344,6 @@ async def _run_specs(
 
     from rig import workers
     from rig.clock.base import MonotonicClock
-    from rig.core.selfcheck import TimingTolerance
     from rig.runner import Runner, rollout_done
     from rig.telemetry import events as ev
     from rig.telemetry.bus import EventBus
@@ -431,7 +378,7 @@ async def _run_specs(
         manifest_name="manifest.json" if k is None else workers.worker_manifest_name(k),
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
-        tolerance=tolerance_of(args, TimingTolerance),
+        tolerance=tolerance_of(args),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},

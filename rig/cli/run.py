@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rig.cli.capacity import run_sharded, timing_invalid_lines
 from rig.cli.common import (
     add_run_options,
     build_specs,
@@ -108,65 +109,3 @@ def run(args: argparse.Namespace) -> int:
     for line in invalid:
         print(line, file=sys.stderr)
     return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
-
-
-def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
-    """The parent of `--workers N`: start the workers, wait, merge their manifests, report."""
-    import os
-
-    from rig import workers
-    from rig.recordings.writer import write_json_atomic
-    from rig.reporting.summary import print_summary
-    from rig.runner import new_run_id
-
-    n = min(args.workers, max(1, n_specs))
-    run_id = args.run_id or new_run_id()
-    extra = ["--run-id", run_id, "--workers", str(n), "--headless"]
-    procs = [workers.spawn(args.argv, k, extra) for k in range(n)]
-    codes = []
-    try:
-        codes = [p.wait() for p in procs]
-    finally:
-        workers.stop_all(procs)  # a Ctrl-C here: the workers stop their rollouts too
-        run_dir = os.path.join(args.out, run_id)
-        manifest = workers.merge(
-            run_dir,
-            n,
-            {"concurrency": args.concurrency, "connect_concurrency": args.connect_concurrency},
-            [p.pid for p in procs],
-        )
-        if os.path.isdir(run_dir):
-            write_json_atomic(os.path.join(run_dir, "manifest.json"), manifest)
-    rollouts = print_summary(run_dir)
-    if any(c not in (EXIT_OK, EXIT_ROLLOUTS_FAILED) for c in codes):
-        print(f"rig run: a worker failed (exit {codes}); see above", file=sys.stderr)
-        return max(codes)
-    if manifest.get("stop_reason"):
-        print(f"rig run: stopped early: {manifest['stop_reason']}", file=sys.stderr)
-        return EXIT_ROLLOUTS_FAILED
-    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= n_specs
-    invalid = timing_invalid_lines(rollouts)
-    for line in invalid:
-        print(line, file=sys.stderr)
-    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
-
-
-def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:
-    """One line per rollout whose own timing failed (rig.core.selfcheck), with why."""
-    lines: list[str] = []
-    bad = [m for m in rollouts if m.get("timing_valid") is False]
-    for m in bad[:20]:
-        reasons = (m.get("rig_timing") or {}).get("reasons") or ["no reason recorded"]
-        lines.append(
-            f"rig run: {m.get('rollout_id')}: the rig's own timing failed "
-            f"({'; '.join(map(str, reasons))}); its latencies are left out of reports "
-            "(docs/pacing.md)"
-        )
-    if len(bad) > 20:
-        lines.append(f"rig run: ... and {len(bad) - 20} more rollouts whose timing failed")
-    if bad:
-        lines.append(
-            f"rig run: {len(bad)} of {len(rollouts)} rollouts have timing_valid false: ask for "
-            "fewer at once (--concurrency), or see docs/pacing.md"
-        )
-    return lines
