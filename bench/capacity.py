@@ -40,6 +40,7 @@ from rig.audio.source import tone
 from rig.cli.common import ws_factory
 from rig.clock.base import MonotonicClock
 from rig.core.plan import PlanBuilder
+from rig.recordings.writer import RecordingWriter
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 
@@ -69,6 +70,16 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK_S
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU of a process and its children (`rig sim --workers N`)."""
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                kids += [int(x) for x in f.read().split()]
+    return proc_cpu_s(pid) + sum(proc_cpu_s(k) for k in kids)
+
+
 def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
     late: list[int] = []
     for rid in rollout_ids:
@@ -91,8 +102,13 @@ def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(0)
 
 
+#: the writer as it was (a flush and WAV header rewrite per record) and as it is (10 ms
+#: batches, headers every 10th batch), for side-by-side CPU per frame
+WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10)}
+
+
 async def rig_step(
-    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int
+    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
 ) -> dict[str, Any]:
     plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
     specs = [
@@ -115,16 +131,24 @@ async def rig_step(
             await asyncio.sleep(0.25)
 
     w = asyncio.create_task(watch())
-    runner = Runner(out, concurrency=n, connect_concurrency=16, rt_priority=rt)
-    cpu0, sim0 = self_cpu_s(), proc_cpu_s(sim_pid)
+    window_s, header_every = WRITERS[writer]
+    runner = Runner(
+        out,
+        concurrency=n,
+        connect_concurrency=16,
+        rt_priority=rt,
+        writer=RecordingWriter(batch_window_s=window_s, header_every=header_every),
+    )
+    cpu0, sim0 = self_cpu_s(), tree_cpu_s(sim_pid)
     result = await runner.run(specs)
-    cpu1, sim1 = self_cpu_s(), proc_cpu_s(sim_pid)
+    cpu1, sim1 = self_cpu_s(), tree_cpu_s(sim_pid)
     w.cancel()
     res = result["results"].values()
     frames = sum(int(r.get("uplink", {}).get("frames", 0)) for r in res)
     x = uplink_lateness_ms(result["run_dir"], list(result["results"]))
     return {
         "n": n,
+        "writer": writer,
         "statuses": result["status_counts"],
         "frames": frames,
         "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
@@ -134,7 +158,7 @@ async def rig_step(
         "timing_valid": sum(r.get("timing_valid") is True for r in res),
         "invalid_why": dict(
             Counter(
-                why.split(" ")[0] + " " + why.split(" ")[1]
+                re.sub(r"[\d.]+", "#", why).split(" >")[0].split(" (")[0]
                 for r in res
                 for why in (r.get("rig_timing") or {}).get("reasons", [])
             )
@@ -168,28 +192,35 @@ async def echo_step(url: str, n: int, seconds: float, rt: int) -> dict[str, Any]
     late: list[int] = []
     payload = b"\0" * 640
 
-    async def stream(k: int, t0: int) -> None:
-        async with websockets.connect(url, max_queue=None) as ws:
+    gate = asyncio.Semaphore(16)  # as the runner's connect gate
 
-            async def drain() -> None:
-                with contextlib.suppress(websockets.ConnectionClosed):
-                    async for _ in ws:
-                        pass
+    async def connect() -> Any:
+        async with gate:
+            return await websockets.connect(url, max_queue=None, open_timeout=60)
 
-            rx = asyncio.create_task(drain())
-            for i in range(frames):
-                due = t0 + k * FRAME_NS // n + i * FRAME_NS
-                await clock.sleep_until(due)
-                late.append(clock.now_ns() - due)
-                await ws.send(payload)
-            rx.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await rx
+    conns = await asyncio.gather(*(connect() for _ in range(n)))
+
+    async def stream(k: int, ws: Any, t0: int) -> None:
+        async def drain() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for _ in ws:
+                    pass
+
+        rx = asyncio.create_task(drain())
+        for i in range(frames):
+            due = t0 + k * FRAME_NS // n + i * FRAME_NS
+            await clock.sleep_until(due)
+            late.append(clock.now_ns() - due)
+            await ws.send(payload)
+        rx.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await rx
+        await ws.close()
 
     t0 = clock.now_ns() + 500_000_000
     # the same process settings a rig run gets: SCHED_FIFO for the loop, no full GC
     with realtime.scheduling(rt), realtime.streaming():
-        await asyncio.gather(*(stream(k, t0) for k in range(n)))
+        await asyncio.gather(*(stream(k, ws, t0) for k, ws in enumerate(conns)))
     x = np.asarray(late, dtype=np.float64) / 1e6
     return {
         "n": n,
@@ -219,6 +250,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0, help="user turn per rollout")
     ap.add_argument("--rt-priority", type=int, default=3)
     ap.add_argument("--no-stop", action="store_true", help="run every step past the bound")
+    ap.add_argument(
+        "--writer", nargs="+", choices=sorted(WRITERS), default=["batched"],
+        help="writer modes, alternated at every step (side by side)",
+    )  # fmt: skip
+    ap.add_argument("--sim-workers", type=int, default=1, help="rig sim --workers N")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; load average at start "
@@ -230,11 +266,16 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as out:
             for n in args.steps:
-                row = asyncio.run(rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority))
-                row["load1"] = round(os.getloadavg()[0], 2)
-                rig_rows.append(row)
-                print(json.dumps({"rig": row}), flush=True)
-                if not within(row) and not args.no_stop:
+                rows = []
+                for w in args.writer:
+                    row = asyncio.run(
+                        rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
+                    )
+                    row["load1"] = round(os.getloadavg()[0], 2)
+                    rows.append(row)
+                    print(json.dumps({"rig": row}), flush=True)
+                rig_rows += rows
+                if not any(within(r) for r in rows) and not args.no_stop:
                     break
         for n in args.echo_steps:
             row = asyncio.run(echo_step(echo_url, n, args.seconds, args.rt_priority))
@@ -252,7 +293,7 @@ def main() -> None:
     best, ebest = max(ok) if ok else 0, max(eok) if eok else 0
     print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
           f"recorded) vs {ebest} (bare echo)")  # fmt: skip
-    print(table(rig_rows, ["n", "p50_ms", "p99_ms", "max_ms", "stalls", "timing_valid",
+    print(table(rig_rows, ["n", "writer", "p50_ms", "p99_ms", "max_ms", "stalls", "timing_valid",
                            "rig_us_per_frame", "sim_us_per_frame", "rss_mb_per_rollout",
                            "load1"]))  # fmt: skip
     print()
