@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 
 from rig.clock.base import Clock
+from rig.core.admission import Aimd, AimdConfig
 from rig.core.selfcheck import LoopMonitor, LoopStats, Mark
 from rig.core.units import NS_PER_MS
 
@@ -102,3 +103,44 @@ class LoopWatch:
             due += period
             if due <= now:  # after a long block: measure from now, do not fire a burst
                 due = now + period
+
+
+class AutoGate:
+    """`async with gate:` admission for `--concurrency auto` (rig.core.admission): a rollout
+    enters while fewer than the AIMD limit run and the loop's last interval was in budget."""
+
+    def __init__(self, watch: LoopWatch, cfg: AimdConfig | None = None) -> None:
+        self.watch = watch
+        self.aimd = Aimd(cfg or AimdConfig())
+        self.running = 0
+        self.peak = 0
+        self._mark: Mark | None = None
+        self.poll_ns = 20 * NS_PER_MS
+        self._turn = asyncio.Lock()  # one waiter polls at a time, the rest queue (FIFO)
+
+    def _decide(self) -> None:
+        now = self.watch.clock.now_ns()
+        if self._mark is None:
+            self._mark = self.watch.mark()
+            self.aimd.last_ns = now
+            return
+        if self.aimd.due(now):
+            stats = self.watch.since(self._mark)
+            self.aimd.update(now, stats.lag_p99_ms if stats.ticks else None, self.peak)
+            self._mark = self.watch.mark()
+            self.peak = self.running
+
+    async def __aenter__(self) -> None:
+        clock = self.watch.clock
+        async with self._turn:
+            while True:
+                self._decide()
+                if self.aimd.may_start(self.running):
+                    break
+                await clock.sleep_until(clock.now_ns() + self.poll_ns)
+            self.running += 1
+        self.peak = max(self.peak, self.running)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.running -= 1
+        self._decide()

@@ -44,7 +44,7 @@ from rig.core.plan import UserPlan
 from rig.core.selfcheck import TimingTolerance
 from rig.errors import ConfigError, DataFileError
 from rig.ids import attempt_name, check_id
-from rig.loopwatch import LoopWatch
+from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.sink import Publish
@@ -124,6 +124,7 @@ class Runner:
         self.analysis_error: str | None = None
         self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
+        self.auto = concurrency <= 0  # --concurrency auto: AIMD on the loop's lag (AutoGate)
         self.concurrency = max(1, concurrency)
         self.connect_gate_size = max(1, connect_concurrency)
         self.clock = clock or MonotonicClock()
@@ -164,7 +165,7 @@ class Runner:
         manifest = build_manifest(
             self.run_id,
             config={
-                "concurrency": self.concurrency,
+                "concurrency": "auto" if self.auto else self.concurrency,
                 "connect_concurrency": self.connect_gate_size,
                 "start_interval_s": self.start_interval_ns / 1e9,
                 "analyze": self.analyze,
@@ -223,7 +224,8 @@ class Runner:
                 self.analyze = False
                 self.analysis_error = f"analysis worker did not start: {type(exc).__name__}: {exc}"
                 self._pool = None
-        gate = asyncio.Semaphore(self.concurrency)
+        auto = AutoGate(self.watch) if self.auto else None
+        gate = auto or asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
         for spec in specs:
@@ -265,6 +267,7 @@ class Runner:
                 rid for rid, r in self.results.items() if r.get("timing_valid") is False
             )
             manifest["timing_invalid"] = invalid
+            manifest["concurrency_auto"] = auto.aimd.summary() if auto else None
             if len(self.results) == len(specs):
                 manifest["status"] = "done"
             else:

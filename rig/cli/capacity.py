@@ -11,6 +11,19 @@ from typing import Any
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 
 
+def concurrency_arg(value: str) -> int:
+    """`--concurrency N` or `auto` (0 inside: the runner's AIMD gate, rig.core.admission)."""
+    if value.strip().lower() == "auto":
+        return 0
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"an integer >= 1 or auto, not {n}")
+    return n
+
+
 def add_capacity_options(p: argparse.ArgumentParser) -> None:
     from rig.workers import usable_cores
 
@@ -86,7 +99,10 @@ def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
         manifest = workers.merge(
             run_dir,
             n,
-            {"concurrency": args.concurrency, "connect_concurrency": args.connect_concurrency},
+            {
+                "concurrency": args.concurrency or "auto",
+                "connect_concurrency": args.connect_concurrency,
+            },
             [p.pid for p in procs],
         )
         if os.path.isdir(run_dir):

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rig.cli.capacity import add_capacity_options, be_worker, tolerance_of
+from rig.cli.capacity import add_capacity_options, be_worker, concurrency_arg, tolerance_of
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -30,7 +30,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name (reuse one to resume)")
     p.add_argument("--headless", action="store_true", help="plain progress lines, no live view")
-    p.add_argument("--concurrency", type=int, default=1, help="rollouts at once (in total)")
+    p.add_argument(
+        "--concurrency",
+        type=concurrency_arg,
+        default=1,
+        help="rollouts at once (in total), or auto: as many as the event loop paces within "
+        "its lag budget (AIMD; docs/pacing.md)",
+    )
     add_capacity_options(p)
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
@@ -108,7 +114,7 @@ def check_run_options(args: argparse.Namespace) -> None:
     if getattr(args, "run_id", None) is not None:
         check_id(args.run_id, "--run-id")
     ints = (
-        ("--concurrency", "concurrency", 1, 100_000),
+        ("--concurrency", "concurrency", 0, 100_000),  # 0: auto
         ("--connect-concurrency", "connect_concurrency", 1, 100_000),
         ("--repeat", "repeat", 1, 1_000_000),
         ("--rt-priority", "rt_priority", 0, 99),
@@ -293,7 +299,7 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
 
     if not args.output or not args.input:
         raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency > 1:
+    if args.concurrency != 1:
         raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
     opts = DeviceOptions(
         output=args.output,
@@ -359,7 +365,7 @@ async def _run_specs(
         specs = workers.shard(specs, k, n)
         config = {
             **config,
-            "concurrency": args.concurrency,
+            "concurrency": args.concurrency or "auto",
             "connect_concurrency": args.connect_concurrency,
         }
     view: Any = None
@@ -371,7 +377,9 @@ async def _run_specs(
     runner = Runner(
         args.out,
         run_id=args.run_id,
-        concurrency=args.concurrency if k is None else workers.share(args.concurrency, k, n),
+        concurrency=args.concurrency
+        if k is None or args.concurrency == 0  # auto: each worker finds its own
+        else workers.share(args.concurrency, k, n),
         connect_concurrency=args.connect_concurrency
         if k is None
         else workers.share(args.connect_concurrency, k, n),
