@@ -11,17 +11,20 @@ from typing import Any
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 
 
-def concurrency_arg(value: str) -> int:
-    """`--concurrency N` or `auto` (0 inside: the runner's AIMD gate, rig.core.admission)."""
+def concurrency_arg(value: str) -> int | str:
+    """`--concurrency N` or `auto` (the runner's AIMD gate, rig.core.admission); N is
+    range-checked with the other options (check_run_options)."""
     if value.strip().lower() == "auto":
-        return 0
+        return "auto"
     try:
-        n = int(value)
+        return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"an integer >= 1 or auto, not {n}")
-    return n
+
+
+def runner_concurrency(args: argparse.Namespace) -> int:
+    """What the Runner takes: N, or 0 for auto."""
+    return 0 if args.concurrency == "auto" else int(args.concurrency)
 
 
 def add_capacity_options(p: argparse.ArgumentParser) -> None:
@@ -100,7 +103,7 @@ def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
             run_dir,
             n,
             {
-                "concurrency": args.concurrency or "auto",
+                "concurrency": args.concurrency,
                 "connect_concurrency": args.connect_concurrency,
             },
             [p.pid for p in procs],

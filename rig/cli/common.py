@@ -14,7 +14,13 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rig.cli.capacity import add_capacity_options, be_worker, concurrency_arg, tolerance_of
+from rig.cli.capacity import (
+    add_capacity_options,
+    be_worker,
+    concurrency_arg,
+    runner_concurrency,
+    tolerance_of,
+)
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -114,7 +120,7 @@ def check_run_options(args: argparse.Namespace) -> None:
     if getattr(args, "run_id", None) is not None:
         check_id(args.run_id, "--run-id")
     ints = (
-        ("--concurrency", "concurrency", 0, 100_000),  # 0: auto
+        ("--concurrency", "concurrency", 1, 100_000),  # or auto
         ("--connect-concurrency", "connect_concurrency", 1, 100_000),
         ("--repeat", "repeat", 1, 1_000_000),
         ("--rt-priority", "rt_priority", 0, 99),
@@ -122,7 +128,7 @@ def check_run_options(args: argparse.Namespace) -> None:
     )
     for flag, name, lo, hi in ints:
         v = getattr(args, name, None)
-        if v is not None and not lo <= v <= hi:
+        if v is not None and v != "auto" and not lo <= v <= hi:
             raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
     floats = (
         ("--frame-ms", "frame_ms", 2.5, 1000.0),
@@ -365,7 +371,7 @@ async def _run_specs(
         specs = workers.shard(specs, k, n)
         config = {
             **config,
-            "concurrency": args.concurrency or "auto",
+            "concurrency": args.concurrency,
             "connect_concurrency": args.connect_concurrency,
         }
     view: Any = None
@@ -377,8 +383,8 @@ async def _run_specs(
     runner = Runner(
         args.out,
         run_id=args.run_id,
-        concurrency=args.concurrency
-        if k is None or args.concurrency == 0  # auto: each worker finds its own
+        concurrency=runner_concurrency(args)
+        if k is None or args.concurrency == "auto"  # auto: each worker finds its own
         else workers.share(args.concurrency, k, n),
         connect_concurrency=args.connect_concurrency
         if k is None
