@@ -112,6 +112,8 @@ class Session:
         #: what the session awaits on the network now, and since when (for the cap's reason)
         self._busy: tuple[str, int | None, int] | None = None
         self._stuck = False  # a deadline passed: the peer is not draining what we send
+        self._blocked_ns = 0  # time spent in sends since the uplink was last on time
+        self._frame_ns = round(self.pacer_cfg.frame_ns)
 
     async def run(self) -> dict[str, Any]:
         """The rollout, start to end. Whatever ends it (the script, the cap, a deadline, any
@@ -300,7 +302,7 @@ class Session:
             t_sent = await self._send_audio(frame)
             records, barge_ins = uplink.sent(frame, t_sent, self.transport.sent_extra(seq))
             self.sink.put_all(records)
-            if t_sent - frame.deadline_ns > behind_ns:
+            if t_sent - frame.deadline_ns > behind_ns and self._blocked_ns > behind_ns // 2:
                 # sends drain slower than real time: stop here rather than burst later
                 late_s = (t_sent - frame.deadline_ns) / NS_PER_S
                 raise DeadlineError(
@@ -335,6 +337,11 @@ class Session:
                 raise self._recv_error from None
             raise
         self._busy = None
+        # time spent blocked in sends since the uplink was last on time: a slow-draining
+        # peer shows here, a stall of our own loop does not
+        if t_sent - frame.deadline_ns <= self._frame_ns:
+            self._blocked_ns = 0
+        self._blocked_ns += self.clock.now_ns() - t_sent
         return t_sent
 
     async def _send_event(self, kind: str, data: dict[str, Any]) -> None:

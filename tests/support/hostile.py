@@ -20,9 +20,9 @@ handshake, then some good audio), and then does one bad thing, in that dialect's
   stop_reading  never reads after the handshake, with a 4 KiB receive buffer: the client's
                 sends block once its TCP window and buffers are full
 
-Moshi carries no JSON: its "JSON" faults are a corrupt Ogg page (nested, huge_int), invalid
-UTF-8 text (nan_event) and an unknown message kind (the timestamp faults); it has no rate on
-the wire. Binds 127.0.0.1 on a free port.
+Moshi carries no JSON: its "JSON" faults are Ogg out of sync (nested), a page with a bad
+CRC (huge_int), invalid UTF-8 text (nan_event) and an unknown message kind (the timestamp
+faults); it has no rate on the wire. Binds 127.0.0.1 on a free port.
 """
 
 from __future__ import annotations
@@ -59,12 +59,11 @@ FAULTS = (
 )
 DIALECTS = ("rig", "raw", "openai", "grok", "gemini", "pipecat", "moshi")
 RATE_FAULTS = {"rate_huge": 4_000_000_000, "rate_zero": 0, "rate_bool": True}
-#: faults the handshake itself carries (no audio before them), per dialect
+#: faults the handshake itself carries (no audio before them), per dialect (OpenAI and Grok
+#: say a rate in session.updated, then send good audio: their dialects ignore it)
 HANDSHAKE_FAULTS = {
     "rig": tuple(RATE_FAULTS),
     "raw": tuple(RATE_FAULTS),
-    "openai": tuple(RATE_FAULTS),
-    "grok": tuple(RATE_FAULTS),
 }
 MARKUP = "[/] and [bold]x"
 #: the raw JSON number text each timestamp fault puts in place
@@ -104,6 +103,7 @@ class HostileServer:
         self._server: Server | None = None
         self._granule = 0
         self._ogg: Any = None
+        self._packets: list[bytes] | None = None
         self._closing = asyncio.Event()
 
     async def __aenter__(self) -> HostileServer:
@@ -183,7 +183,9 @@ class HostileServer:
             head = b""
         enc, writer = self._ogg
         self._granule += 1920 * 2
-        return bytes(head + writer.page(enc.encode(_tone(1920, 24_000)), self._granule))
+        if self._packets is None or self.fault != "flood":  # a flood repeats one packet
+            self._packets = enc.encode(_tone(1920, 24_000))
+        return bytes(head + writer.page(self._packets, self._granule))
 
     def _event_with(self, number: str) -> bytes | str:
         """An event whose timestamp (or number) field holds the raw JSON text `number`."""
@@ -203,16 +205,17 @@ class HostileServer:
         # moshi has no JSON: a corrupt Ogg page, invalid UTF-8, an unknown kind
         if number == "NaN":
             return b"\x02\xff\xfe not utf-8"
-        if number.startswith("9"):
-            return b"\x01OggS\x00" + b"\xff" * 64
+        if number.startswith("9"):  # a whole page whose CRC is wrong
+            header = struct.pack("<4sBBqIIIB", b"OggS", 0, 0, 0, 77, 99, 0xDEAD, 1)
+            return b"\x01" + header + bytes([10]) + b"x" * 10
         return b"\x09" + number.encode()
 
     def _nested(self) -> bytes | str:
         deep = "[" * 100_000 + "]" * 100_000
         if self.dialect == "pipecat":
             return _message_frame(deep)
-        if self.dialect == "moshi":
-            return b"\x01OggS" + b"\x00" * 22 + b"\xff" * 300
+        if self.dialect == "moshi":  # bytes out of sync with the Ogg capture pattern
+            return b"\x01" + b"[" * 1000
         return deep
 
     def _inf_ts(self) -> bytes | str:
