@@ -179,3 +179,55 @@ def test_each_hostile_message_decodes_or_raises_protocol_error(
                 json.dumps(getattr(item, "data", None) or {}, allow_nan=False, default=str)
             outcomes[f"{fault}/{k}"] = "decoded"
     assert "ProtocolError" in " ".join(outcomes.values())
+
+
+SIGNALLING_EXPECTED = {
+    # (shape, fault) -> status. WHIP answers are SDP text: one that is not SDP at all is a
+    # protocol error; an SDP line aiortc cannot parse fails the negotiation (transport)
+    **{("pipecat", f): P for f in ("nested", "huge_int", "nan_event", "flood")},
+    **{("whip", f): P for f in ("nested", "nan_event", "flood")},
+    ("whip", "huge_int"): T,
+    **{(s, "markup"): T for s in ("whip", "pipecat")},
+    **{(s, "hangup"): T for s in ("whip", "pipecat")},
+    **{(s, "stop_reading"): TO for s in ("whip", "pipecat")},
+}
+
+
+@pytest.mark.parametrize("shape", ["whip", "pipecat"])
+async def test_every_fault_in_webrtc_signalling(tmp_path: Path, shape: str) -> None:
+    """The aiortc offer/answer exchange against hostile signalling servers, through the
+    Runner: each rollout ends with a status naming the fault (a server that never answers:
+    the wall-clock cap), `session.end` is written, `rig report` finishes."""
+    pytest.importorskip("aiortc")
+    from rig.transports.webrtc import WebRtcTransport, get_signalling
+    from tests.support.hostile_http import MARKUP as HTTP_MARKUP
+    from tests.support.hostile_http import SIGNALLING_FAULTS, HostileSignalling
+
+    def spec(fault: str, url: str) -> RolloutSpec:
+        def make(clock, gate):  # type: ignore[no-untyped-def]
+            return WebRtcTransport(get_signalling(shape, url), clock, open_gate=gate)
+
+        plan = UserPlan(tone(300, 0.4, 48_000).pcm, 48_000)
+        plan.steps = [Play(plan.pcm, "turn"), Drain(0.3, 2.0)]
+        cfg = SessionConfig(drain_quiet_s=0.3, max_s=2.0)
+        return RolloutSpec(fault, plan, make, {"url": url}, {"item": fault}, cfg)
+
+    async with AsyncExitStack() as stack:
+        servers = {
+            f: await stack.enter_async_context(HostileSignalling(f, shape=shape))
+            for f in SIGNALLING_FAULTS
+        }
+        runner = Runner(str(tmp_path), run_id="w", concurrency=len(servers), analyze=False)
+        result = await runner.run([spec(f, s.url) for f, s in servers.items()])
+    got = {f: (result["results"][f]["status"], result["results"][f].get("reason")) for f in servers}
+    wrong = {f: g for f, g in got.items() if g[0] != SIGNALLING_EXPECTED[(shape, f)]}
+    assert wrong == {}, wrong
+    assert HTTP_MARKUP in got["markup"][1]
+    assert "wall-clock cap" in got["stop_reading"][1] or "signalling" in got["stop_reading"][1]
+    for fault in servers:
+        d = tmp_path / "w" / "rollouts" / fault
+        events = [json.loads(x) for x in (d / "events.jsonl").read_text().splitlines()]
+        assert events[-1]["kind"] == "session.end", (fault, events[-1])
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["report", str(tmp_path / "w")]) == 0

@@ -30,7 +30,7 @@ from urllib.parse import urljoin, urlsplit
 from rig import safejson
 from rig.core.events import DownEvent, Incoming
 from rig.dialects import get_dialect
-from rig.errors import ConfigError, ProtocolError, TransportError
+from rig.errors import ConfigError, DeadlineError, ProtocolError, TransportError
 from rig.redact import redact_url
 
 #: signalling replies (SDP answers, pipecat's JSON answer) and data-channel messages
@@ -80,8 +80,16 @@ async def http(
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
 ) -> HttpReply:
-    """One HTTP request in a worker thread."""
-    return await asyncio.to_thread(_http_blocking, method, url, body, headers or {}, timeout_s)
+    """One HTTP request in a worker thread, within `timeout_s` on the wall clock (urllib's
+    timeout is per socket operation: a server that trickles bytes would never hit it)."""
+    call = asyncio.to_thread(_http_blocking, method, url, body, headers or {}, timeout_s)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await call
+    except TimeoutError:
+        raise DeadlineError(
+            f"signalling to {redact_url(url)}: no whole answer within {timeout_s:g} s"
+        ) from None
 
 
 class Signalling(Protocol):
