@@ -39,6 +39,7 @@ from rig.core.uplink import Frame, Uplink, plan_prefill
 from rig.errors import DeadlineError, RigError, TransportError
 from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
+from rig.sendwatch import SendWatch
 from rig.transports.base import Transport
 
 #: the wall-clock cap ends a rollout `max_s` + this after it started (connect included).
@@ -113,6 +114,7 @@ class Session:
         self._busy: tuple[str, int | None, int] | None = None
         self._stuck = False  # a deadline passed: the peer is not draining what we send
         self._blocked_ns = 0  # time spent in sends since the uplink was last on time
+        self._watch = SendWatch(self.cfg.send_timeout_s)
         self._frame_ns = round(self.pacer_cfg.frame_ns)
 
     async def run(self) -> dict[str, Any]:
@@ -174,12 +176,20 @@ class Session:
             probe = asyncio.create_task(self._probe_loop(), name=f"probe-{self.rollout_id}")
         cancelled = False
         stream_cap = asyncio.timeout_at(cap.when())
+        task = asyncio.current_task()
+        assert task is not None
+        watcher = asyncio.create_task(
+            self._watch.run(task, self._send_blocked_reason), name=f"watch-{self.rollout_id}"
+        )
         try:
             async with stream_cap:
                 self.outcome = await self._send_loop(recv, uplink)
         except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if self._watch.fired is not None and task.cancelling():
+                task.uncancel()  # our own watchdog: a send blocked past its deadline
+                self._stuck = True
+                self.outcome = Outcome.of_error(DeadlineError(self._watch.fired))
+            elif task.cancelling():
                 cancelled = True  # we were cancelled: close, then pass it on
                 self.outcome = Outcome(*CANCELLED)
             else:  # a stray CancelledError out of a transport (e.g. its own deadline)
@@ -193,6 +203,9 @@ class Session:
                 why = {"reason": self.outcome.reason, "error_type": type(exc).__name__}
                 self.sink.put(EventRecord("session.error", self.clock.now_ns(), why))
         finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
             await self._close_connection(recv, probe)
         if self._recv_error is not None and self.outcome.status == "running":
             self.outcome = Outcome.of_error(self._recv_error)
@@ -237,6 +250,12 @@ class Session:
                 reason = f"close failed: {type(exc).__name__}: {exc}"
             why = {"reason": reason, "error_type": type(exc).__name__}
             self.sink.put(EventRecord("transport.close_error", self.clock.now_ns(), why))
+
+    def _send_blocked_reason(self) -> str:
+        seq = self._busy[1] if self._busy is not None else None
+        return (
+            f"send blocked {self.cfg.send_timeout_s:g} s: peer stopped reading (audio frame {seq})"
+        )
 
     def _cap_reason(self, t_open_ns: int) -> str:
         """What the wall-clock cap interrupted, for the rollout's reason."""
@@ -320,22 +339,18 @@ class Session:
         the frames due meanwhile are never sent (counted as `unsent_frames`), so nothing
         bursts out later and nothing queues up."""
         self._busy = ("sending audio frame", frame.seq, frame.deadline_ns)
-        timeout = asyncio.timeout(self.cfg.send_timeout_s)
+        watch = self._watch  # the deadline: rig.sendwatch (no timer per frame)
+        watch.n += 1
+        watch.sending = True
         try:
-            async with timeout:
-                t_sent = await self.transport.send_audio(frame.pcm, frame.seq, frame.deadline_ns)
-        except TimeoutError:
-            if not timeout.expired():
-                raise
-            raise DeadlineError(
-                f"send blocked {self.cfg.send_timeout_s:g} s: peer stopped reading "
-                f"(audio frame {frame.seq})"
-            ) from None
+            t_sent = await self.transport.send_audio(frame.pcm, frame.seq, frame.deadline_ns)
         except TransportError:
             await asyncio.sleep(0)  # let the receive loop report a root cause first
             if self._recv_error is not None:
                 raise self._recv_error from None
             raise
+        finally:
+            watch.sending = False
         self._busy = None
         # time spent blocked in sends since the uplink was last on time: a slow-draining
         # peer shows here, a stall of our own loop does not
