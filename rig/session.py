@@ -66,8 +66,10 @@ class SessionConfig:
     #: a send (audio frame or control message) blocked longer than this ends the rollout
     #: `timed_out`: the peer stopped reading
     send_timeout_s: float = 2.0
-    #: closing the transport (close handshake included) takes at most this long
-    close_timeout_s: float = 3.0
+    #: a backstop on closing the transport: each bounds its own close (WebSocket 2 s, a
+    #: sound card 3 s, WebRTC 5 s) and must get to finish it (the device path marks a wedged
+    #: PortAudio when its stop does not return); this only catches one that does not
+    close_timeout_s: float = 10.0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

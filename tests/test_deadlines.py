@@ -36,7 +36,14 @@ RATE = {"rig": 16_000, "openai": 24_000}
 
 
 def _spec(
-    rid: str, url: str, dialect: str, *, max_s: float, speech_s: float, prefill_s: float = 0.0
+    rid: str,
+    url: str,
+    dialect: str,
+    *,
+    max_s: float,
+    speech_s: float,
+    prefill_s: float = 0.0,
+    frame_ms: float = 20.0,
 ) -> RolloutSpec:
     """A turn of `speech_s`; with `prefill_s`, history audio before it at 100x real time (so
     a stuck peer fills the loopback socket's ~3 MB of send buffer in about a second)."""
@@ -54,7 +61,7 @@ def _spec(
             url, get_dialect(dialect, **opts), clock, open_gate=gate, retries=0, ready_timeout_s=3
         )
 
-    cfg = SessionConfig(drain_quiet_s=0.3, max_s=max_s, prefill_speed=100.0)
+    cfg = SessionConfig(drain_quiet_s=0.3, max_s=max_s, prefill_speed=100.0, frame_ms=frame_ms)
     return RolloutSpec(rid, plan, make, {"url": url}, {"item": rid}, cfg)
 
 
@@ -106,9 +113,25 @@ async def test_two_stuck_servers_never_hold_up_two_good_ones(tmp_path: Path) -> 
             ]
             specs = [
                 _spec("good-0", good_url, "rig", max_s=4.0, speech_s=0.6),
-                _spec("stuck-0", stuck[0].url, "rig", max_s=4.0, speech_s=1.0, prefill_s=120.0),
+                _spec(
+                    "stuck-0",
+                    stuck[0].url,
+                    "rig",
+                    max_s=4.0,
+                    speech_s=1.0,
+                    prefill_s=120.0,
+                    frame_ms=100.0,
+                ),
                 _spec("good-1", good_url, "rig", max_s=4.0, speech_s=0.6),
-                _spec("stuck-1", stuck[1].url, "rig", max_s=4.0, speech_s=1.0, prefill_s=120.0),
+                _spec(
+                    "stuck-1",
+                    stuck[1].url,
+                    "rig",
+                    max_s=4.0,
+                    speech_s=1.0,
+                    prefill_s=120.0,
+                    frame_ms=100.0,
+                ),
             ]
             runner = Runner(
                 str(tmp_path), run_id="r", concurrency=4, analyze=False, clock=MonotonicClock()
@@ -124,8 +147,9 @@ async def test_two_stuck_servers_never_hold_up_two_good_ones(tmp_path: Path) -> 
     for rid, m in result["results"].items():
         _check_files(tmp_path / "r" / "rollouts" / rid, m)
         if rid.startswith("good"):
-            # on time: never held up by the stuck ones (their 100x prefill bursts share the
-            # loop, a few ms; a stuck peer holding the fleet would cost seconds)
+            # on time: never held up by the stuck ones (their 100x prefill bursts, in 100 ms
+            # frames to keep the loop's share small, cost a few ms; a stuck peer holding the
+            # fleet would cost seconds)
             assert m["uplink"]["lateness_ms"]["max"] < 100, m["uplink"]
             assert m["responses"] and m["responses"][0]["latency_ms"] is not None
 
