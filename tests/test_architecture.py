@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry"),
-    ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.loopwatch"),
+    ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
+    ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
     ("rig.runner",),
     ("rig.workers",),  # one command sharded over worker processes

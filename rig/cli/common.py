@@ -66,7 +66,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=1.5,
         help="after the plan, stop once the system was quiet this long (playback)",
     )
-    p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
+    p.add_argument(
+        "--max-s",
+        type=float,
+        default=120.0,
+        help="cap per rollout, s: the script stops max_s after its first frame, and anything "
+        "stuck (connect, a send the peer never reads) is cut max_s + 1 s after the start: "
+        "status timed_out",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--force-resume",

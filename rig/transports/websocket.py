@@ -31,7 +31,7 @@ from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import DownEvent, Incoming
 from rig.dialects.base import Dialect
-from rig.errors import ProtocolError, TransportError
+from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
 
@@ -114,6 +114,8 @@ class WebSocketTransport(Transport):
         retries: int = 2,
         retry_backoff_s: float = 0.5,
         max_message_bytes: int = 16 << 20,
+        send_timeout_s: float = 2.0,
+        close_timeout_s: float = 2.0,
     ) -> None:
         self.url = url
         self.dialect = dialect
@@ -125,6 +127,10 @@ class WebSocketTransport(Transport):
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.max_message_bytes = max_message_bytes
+        #: a send the peer does not drain within this (it stopped reading) is a DeadlineError;
+        #: the session puts the same deadline on audio and control messages
+        self.send_timeout_s = send_timeout_s
+        self.close_timeout_s = close_timeout_s
         self._ws: StampedConnection | None = None
         self._pending: list[Incoming] = []
         self._opened = False
@@ -180,8 +186,13 @@ class WebSocketTransport(Transport):
 
     async def _handshake(self) -> None:
         ws = self._require()
-        for msg in self.dialect.open_messages():
-            await ws.send(msg)
+        try:
+            async with asyncio.timeout(self.send_timeout_s):
+                for msg in self.dialect.open_messages():
+                    await ws.send(msg)
+        except TimeoutError:
+            why = f"handshake send blocked {self.send_timeout_s:g} s: peer stopped reading"
+            raise DeadlineError(why) from None
         try:
             async with asyncio.timeout(self.ready_timeout_s):  # a real-time limit, not a stamp
                 while not self.dialect.ready:
@@ -200,8 +211,12 @@ class WebSocketTransport(Transport):
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
         `response.create` once the server confirmed the commit)."""
         try:
-            for msg in self.dialect.take_outgoing():
-                await ws.send(msg)
+            async with asyncio.timeout(self.send_timeout_s):
+                for msg in self.dialect.take_outgoing():
+                    await ws.send(msg)
+        except TimeoutError:
+            why = f"send of an answer blocked {self.send_timeout_s:g} s: peer stopped reading"
+            raise DeadlineError(why) from None
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while answering: {redact_text(str(exc))}", code=_code(exc)
@@ -272,11 +287,19 @@ class WebSocketTransport(Transport):
                 yield item
 
     async def close(self) -> None:
-        if self._ws is not None:
-            try:
-                await asyncio.wait_for(self._ws.close(), 2.0)
-            except (TimeoutError, ConnectionClosed, OSError):
-                pass
+        """The close handshake within `close_timeout_s`, else drop the TCP connection. A peer
+        that stopped reading (our writes are paused on a full window) is dropped at once: a
+        close frame could never reach it."""
+        ws = self._ws
+        if ws is None:
+            return
+        if ws.paused:
+            ws.transport.abort()
+            return
+        try:
+            await asyncio.wait_for(ws.close(), self.close_timeout_s)
+        except (TimeoutError, ConnectionClosed, OSError):
+            ws.transport.abort()
 
     def describe(self) -> dict[str, Any]:
         return {
