@@ -54,6 +54,8 @@ class SessionConfig:
     send_end: bool = True
     truncate_on_barge_in: bool = True
     probe_interval_s: float = 0.0
+    #: path samples (ping round trip + TCP_INFO) every N s where the transport has them; 0 off
+    path_interval_s: float = 1.0
     #: leading `prefill` audio goes out this many times faster than real time where the
     #: transport can carry it (WebSocket); sound cards and WebRTC play it in real time
     prefill_speed: float = 1.0
@@ -139,13 +141,17 @@ class Session:
         probe = None
         if self.cfg.probe_interval_s > 0:
             probe = asyncio.create_task(self._probe_loop(), name=f"probe-{self.rollout_id}")
+        path = None
+        if self.cfg.path_interval_s > 0 and self.transport.samples_path:
+            path = asyncio.create_task(self._path_loop(), name=f"path-{self.rollout_id}")
         try:
             self.outcome = await self._send_loop(recv, uplink)
         except RigError as exc:
             self.outcome = Outcome.of_error(exc)
         finally:
-            if probe is not None:
-                probe.cancel()
+            for task in (probe, path):
+                if task is not None:
+                    task.cancel()
             if self.outcome.status in ("running", "ok", "timed_out") and self.cfg.send_end:
                 with contextlib.suppress(RigError):
                     await self.transport.send_event("end", {})
@@ -254,6 +260,22 @@ class Session:
             with contextlib.suppress(RigError):
                 await self.transport.send_event("probe", {"id": k})
             k += 1
+
+    async def _path_loop(self) -> None:
+        """Round trips and send backlog through the whole session (rig.net.pathsample): a
+        ping and a syscall per interval, never in the send loop's way."""
+        assert self.listener is not None
+        listener = self.listener
+        interval_ns = round(self.cfg.path_interval_s * NS_PER_S)
+        while True:
+            t_start = self.clock.now_ns()
+            try:
+                items = await self.transport.sample_path()
+            except RigError:
+                items = []
+            for item in items:
+                self.sink.put_all(listener.on_event(item))
+            await self.clock.sleep_until(t_start + interval_ns)
 
     def _close(self, log: SessionLog) -> dict[str, Any]:
         assert self.uplink is not None and self.listener is not None

@@ -80,6 +80,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="four-timestamp clock probes every N s, for the latency split (peers that do "
         "not answer them ignore them; 0 = off; default 0.5)",
     )
+    p.add_argument(
+        "--path-interval-s",
+        type=float,
+        default=1.0,
+        help="measure the path every N s with no help from the server: a WebSocket ping "
+        "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
+    )
 
 
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
@@ -120,6 +127,7 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
         ("--max-s", "max_s", 0.001, 86_400.0),
         ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--path-interval-s", "path_interval_s", 0.0, 3600.0),
         ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
     )
     for flag, name, flo, fhi in floats:
@@ -140,6 +148,7 @@ def session_config(
         drain_quiet_s=args.drain_quiet_s,
         max_s=args.max_s,
         probe_interval_s=args.probe_interval_s,
+        path_interval_s=getattr(args, "path_interval_s", 1.0),
     )
     base.update(overrides or {})
     return SessionConfig(**base)

@@ -32,6 +32,7 @@ from rig.clock.base import Clock
 from rig.core.events import DownEvent, Incoming
 from rig.dialects.base import Dialect
 from rig.errors import ProtocolError, TransportError
+from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
 
@@ -43,12 +44,15 @@ class ArrivalStamps:
 
     _rx_ns: int
     stamps: collections.deque[int]
+    #: arrival stamp of each pong by its payload (rig.net.pathsample takes them out)
+    pong_ns: dict[bytes, int]
 
     def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._now_ns = now_ns
         self._rx_ns = 0
         self.stamps = collections.deque()
+        self.pong_ns = {}
 
     def data_received(self, data: bytes) -> None:
         self._rx_ns = self._now_ns()
@@ -57,6 +61,10 @@ class ArrivalStamps:
     def process_event(self, event: Any) -> None:
         if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
             self.stamps.append(self._rx_ns)
+        elif isinstance(event, Frame) and event.opcode is Opcode.PONG:
+            data = bytes(event.data)
+            if data.startswith(PING_PREFIX) and len(self.pong_ns) < MAX_PONGS:
+                self.pong_ns[data] = self._rx_ns
         super().process_event(event)  # type: ignore[misc]
 
 
@@ -75,6 +83,8 @@ def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
 
 
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+#: pong stamps kept at most (a peer echoing made-up pongs cannot grow memory)
+MAX_PONGS = 64
 
 
 class SafeConnect(connect):
@@ -101,6 +111,8 @@ class WebSocketTransport(Transport):
 
     #: messages may go out faster than real time (fast prefill): the server buffers them
     faster_than_real_time = True
+    #: ping/pong round trips and TCP_INFO through the session (rig.net.pathsample)
+    samples_path = True
 
     def __init__(
         self,
@@ -129,6 +141,7 @@ class WebSocketTransport(Transport):
         self._pending: list[Incoming] = []
         self._opened = False
         self.connect_attempts = 0
+        self._sampler: PathSampler | None = None
 
     async def open(self) -> None:
         """Connect (retrying only before any audio flowed) and wait for the dialect's handshake."""
@@ -234,16 +247,13 @@ class WebSocketTransport(Transport):
                 f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
             ) from exc
 
-    async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
-        """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
-        ws = self._require()
-        t0 = self.clock.now_ns()
-        try:
-            waiter = await ws.ping()
-            await asyncio.wait_for(waiter, timeout_s)
-        except (TimeoutError, ConnectionClosed):
-            return None
-        return self.clock.now_ns() - t0
+    async def sample_path(self) -> list[DownEvent]:
+        """One ping round trip and the TCP state (`net.rtt`, `net.tcp`; rig.net.pathsample)."""
+        if self._ws is None:
+            return []
+        if self._sampler is None:
+            self._sampler = PathSampler(self._ws, self.clock)
+        return await self._sampler.sample()
 
     async def receive(self) -> AsyncIterator[Incoming]:
         ws = self._require()
