@@ -17,7 +17,7 @@ so the four parts add up to the latency. Errors: the symmetric split is an assum
 uplink and downlink each carry ±rtt/2 (the true one-way delay lies anywhere in [0, rtt]) plus
 half the round trips' spread; model time does not depend on the asymmetry (uplink + downlink
 = rtt whatever the split), only on how well the nearby round trips represent this
-response's (their spread, max - min) and on the backlog estimate (its whole size: the sample
+response's (their spread: max - min, at least the rollout's p95 - min) and on the backlog estimate (its whole size: the sample
 is up to one interval away from P0).
 
 Where a server clock exists (probes, server stamps: rig.analysis.latency) that stronger split
@@ -99,13 +99,18 @@ def _nearest(samples: Sequence[RttSample], t_ns: int, k: int) -> np.ndarray[Any,
 def rtt_near(
     log: SessionLog, t_ns: int, *, source: str | None = None, k: int = NEAREST
 ) -> tuple[float, float, int, str] | None:
-    """(median rtt, spread max - min, n, source) of the k round trips nearest `t_ns`."""
+    """(median rtt, spread, n, source) of the k round trips nearest `t_ns`; the spread is
+    their range (max - min), at least p95 - min of the source over the whole rollout."""
     source = source or primary_source(log)
     samples = [s for s in log.rtt if s.source == source]
     if not samples or source is None:
         return None
     near = _nearest(samples, t_ns, k)
-    return float(np.median(near)), float(near.max() - near.min()), int(near.size), source
+    every = np.asarray([s.rtt_ns for s in samples], dtype=np.float64)
+    # the spread: the nearby round trips' range, at least the rollout's own dispersion
+    # (p95 - min: stamping on two event loops and the path's variation, as every frame saw)
+    spread = max(float(near.max() - near.min()), float(np.percentile(every, 95) - every.min()))
+    return float(np.median(near)), spread, int(near.size), source
 
 
 def one_way_delay_near(log: SessionLog, t_ns: int, *, source: str | None = None) -> OneWay | None:

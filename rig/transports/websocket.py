@@ -126,6 +126,7 @@ class WebSocketTransport(Transport):
         retries: int = 2,
         retry_backoff_s: float = 0.5,
         max_message_bytes: int = 16 << 20,
+        connect_via: tuple[str, int] | None = None,
     ) -> None:
         self.url = url
         self.dialect = dialect
@@ -137,6 +138,9 @@ class WebSocketTransport(Transport):
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.max_message_bytes = max_message_bytes
+        #: TCP address to connect to instead of the URL's (an impairment relay, rig.net.relay);
+        #: the URL, Host header and TLS name stay the target's
+        self.connect_via = connect_via
         self._ws: StampedConnection | None = None
         self._pending: list[Incoming] = []
         self._opened = False
@@ -178,6 +182,9 @@ class WebSocketTransport(Transport):
         await self._handshake()
 
     async def _connect(self) -> None:
+        via: dict[str, Any] = {}
+        if self.connect_via is not None:
+            via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
         self._ws = await asyncio.wait_for(
             SafeConnect(  # type: ignore[arg-type]
                 self.url,
@@ -187,6 +194,7 @@ class WebSocketTransport(Transport):
                 open_timeout=self.connect_timeout_s,
                 ping_interval=None,
                 compression=None,
+                **via,
             ),
             timeout=self.connect_timeout_s + 1,
         )
@@ -296,6 +304,7 @@ class WebSocketTransport(Transport):
             "connect_timeout_s": self.connect_timeout_s,
             "ready_timeout_s": self.ready_timeout_s,
             "retries": self.retries,
+            **({"connect_via": list(self.connect_via)} if self.connect_via else {}),
         }
 
 
