@@ -17,8 +17,8 @@ so the four parts add up to the latency. Errors: the symmetric split is an assum
 uplink and downlink each carry ±rtt/2 (the true one-way delay lies anywhere in [0, rtt]) plus
 half the round trips' spread; model time does not depend on the asymmetry (uplink + downlink
 = rtt whatever the split), only on how well the nearby round trips represent this
-response's (their spread: max - min, at least the rollout's p95 - min) and on the backlog estimate (its whole size: the sample
-is up to one interval away from P0).
+response's (their spread: max - min, at least the rollout's p95 - min) and on the backlog
+estimate (its whole size: the sample is up to one interval away from P0).
 
 Where a server clock exists (probes, server stamps: rig.analysis.latency) that stronger split
 is kept; this one only fills responses it left without a model time, and says so in

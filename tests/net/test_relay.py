@@ -139,9 +139,7 @@ async def test_asymmetric_relay_rtt_and_split_against_the_servers_truth(tmp_path
     # the kernel's estimate sees only the hop to the in-process relay (docs/network.md); its
     # smoothed RTT also holds delayed-ACK waits on one-way traffic, so only its floor is sharp
     assert rtt["tcp_info"]["rtt_min_ms"] < 2.0, rtt
-    d = os.path.join(runner.run_dir, "rollouts", "r0")
-    with open(os.path.join(d, "chunks.jsonl"), encoding="utf-8") as f:
-        chunks = [json.loads(line) for line in f]
+    chunks = _rows(os.path.join(runner.run_dir, "rollouts", "r0", "chunks.jsonl"))
     misses = _truth_check(m, chunks, conns[0])
     assert all(x <= 0 for x in misses), misses  # model-time truth inside every error bar
     delays = {d: {r["delay_ns"] for r in rows if r["dir"] == d} for d in ("up", "down")}
@@ -160,9 +158,7 @@ async def test_jittered_relay_split_stays_inside_its_error_bars(tmp_path) -> Non
     for rid in ("r0", "r1"):
         m = runner.results[rid]
         assert m["status"] == "ok", m
-        d = os.path.join(runner.run_dir, "rollouts", rid)
-        with open(os.path.join(d, "chunks.jsonl"), encoding="utf-8") as f:
-            chunks = [json.loads(line) for line in f]
+        chunks = _rows(os.path.join(runner.run_dir, "rollouts", rid, "chunks.jsonl"))
         n_up = sum(1 for c in chunks if c["dir"] == "up")
         by_first[rid] = (chunks, n_up)
     for rid, (chunks, _n) in by_first.items():
