@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner",),
+    ("rig.runner", "rig.relay"),  # many rollouts; the impairment relay process
     ("rig.cli",),
     ("rig.__main__",),
 ]

@@ -17,8 +17,10 @@ so the four parts add up to the latency. Errors: the symmetric split is an assum
 uplink and downlink each carry ±rtt/2 (the true one-way delay lies anywhere in [0, rtt]) plus
 half the round trips' spread; model time does not depend on the asymmetry (uplink + downlink
 = rtt whatever the split), only on how well the nearby round trips represent this
-response's (their spread: max - min, at least the rollout's p95 - min) and on the backlog
-estimate (its whole size: the sample is up to one interval away from P0).
+response's (their spread: max - min, at least the rollout's p95 - min), on the backlog
+estimate (its whole size: the sample is up to one interval away from P0) and on the two
+event-loop stamps it subtracts (P0, P3), each late by up to the loop's own lateness (p95 of
+the send loop's, `stamp_err_ns`).
 
 Where a server clock exists (probes, server stamps: rig.analysis.latency) that stronger split
 is kept; this one only fills responses it left without a model time, and says so in
@@ -159,7 +161,8 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
         if backlog[1] is not None:
             backlog_ns = backlog[1]
             out["send_backlog_ms"] = round(backlog_ns / NS_PER_MS, 3)
-    half_err = rtt / 2 + spread / 2
+    stamp = stamp_err_ns(log)
+    half_err = rtt / 2 + spread / 2 + stamp
     out.update(
         {
             "clock_method": METHOD_RTT_HALF,
@@ -173,7 +176,7 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
             "downlink_ms": _ms(rtt / 2),
             "downlink_err_ms": _ms(half_err),
             "model_ms": _ms((arrival - p0) - rtt - backlog_ns),
-            "model_err_ms": _ms(spread + backlog_ns),
+            "model_err_ms": _ms(spread + backlog_ns + 2 * stamp),
             "queue_ms": _ms(onset - arrival),
             "queue_err_ms": 0.0,
         }
@@ -181,6 +184,16 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
     for name in ("uplink", "model", "downlink"):
         out[f"{name}_reason"] = None
     return out
+
+
+def stamp_err_ns(log: SessionLog) -> float:
+    """How late an event-loop stamp may be in this rollout: the p95 of the send loop's own
+    lateness (the loop that stamps arrivals wakes just as late). P0 and the onset's arrival
+    are both such stamps, so model time carries it twice."""
+    if not log.lateness_ns:
+        return 0.0
+    late = np.asarray(log.lateness_ns, dtype=np.float64)
+    return float(max(0.0, np.percentile(late, 95)))
 
 
 def path_summary(log: SessionLog) -> dict[str, Any]:

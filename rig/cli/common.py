@@ -87,6 +87,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="measure the path every N s with no help from the server: a WebSocket ping "
         "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
     )
+    from rig.cli.netopts import add_impair_option
+
+    add_impair_option(p)
 
 
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
@@ -154,7 +157,10 @@ def session_config(
     return SessionConfig(**base)
 
 
-def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+def ws_factory(
+    url: str, dialect: str, sample_rate: int, options: dict[str, Any], relay: Any = None
+) -> Any:
+    """Transports to `url`; through `relay` (an impairment relay, started by then) if given."""
     from rig.dialects import get_dialect
     from rig.transports.websocket import WebSocketTransport
 
@@ -164,7 +170,8 @@ def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]
             **({"sample_rate": sample_rate} if dialect in ("rig", "raw") else {}),
             **options,
         )
-        return WebSocketTransport(url, d, clock, open_gate=gate)
+        via = None if relay is None else relay.address
+        return WebSocketTransport(url, d, clock, open_gate=gate, connect_via=via)
 
     return make
 
@@ -251,6 +258,9 @@ def build_specs(
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
+    from rig.cli.netopts import relay_for
+
+    relay = args.impair_relay = relay_for(args, target_url, transport)
     specs = []
     options = parse_dialect_options(getattr(args, "dialect_opt", None))
     try:
@@ -279,7 +289,7 @@ def build_specs(
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate)
                 if transport == "webrtc"
-                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
+                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {**item.meta, "repeat": rep},
                 session_config(args, {**frame, **(item.session or {})}),
@@ -334,6 +344,11 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
     return specs
 
 
+def _impair_config(args: argparse.Namespace) -> dict[str, Any]:
+    relay = getattr(args, "impair_relay", None)
+    return {} if relay is None else {"impair": relay.impairment.as_dict()}
+
+
 def run_specs(args: argparse.Namespace, specs: list[RolloutSpec], config: dict[str, Any]) -> Runner:
     """Run the rollouts with the live view (or plain lines) and the optional MQTT bridge."""
     return asyncio.run(_run_specs(args, specs, config))
@@ -365,12 +380,23 @@ async def _run_specs(
         force_resume=bool(getattr(args, "force_resume", False)),
         clock=clock,
         seed=args.seed,
-        config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
+        config={
+            **config,
+            "mqtt": bool(getattr(args, "mqtt", None)),
+            "headless": headless,
+            **_impair_config(args),
+        },
         publish_factory=session_publisher(bus, "", clock),
         progress=(lambda line: print(line, file=sys.stderr, flush=True)) if headless else None,
     )
     runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+    relay = getattr(args, "impair_relay", None)
     async with AsyncExitStack() as stack:
+        if relay is not None:  # its own thread: the audio loop never runs the relay
+            from rig.cli.netopts import impair_log_path
+
+            relay.start(impair_log_path(runner.run_dir))  # main thread, before any rollout
+            stack.push_async_callback(asyncio.to_thread, relay.stop)
         if not headless:
             # big fleets: refresh less often, the view must never cost the pacer
             refresh_hz = 4.0 if len(specs) <= 10 else 2.0

@@ -1,5 +1,5 @@
 """Network conditions on demand, sans-I/O: the `--impair` spec, named profiles, and the two
-link models the relay (rig.net.relay) applies per direction.
+link models the relay (rig.relay.process) applies per direction.
 
 Spec: comma-separated `key=value` tokens, each for both directions unless prefixed `up:` or
 `down:` (up = rig -> system), optionally led by a profile name whose values the tokens then

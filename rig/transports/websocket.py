@@ -138,7 +138,7 @@ class WebSocketTransport(Transport):
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.max_message_bytes = max_message_bytes
-        #: TCP address to connect to instead of the URL's (an impairment relay, rig.net.relay);
+        #: TCP address to connect to instead of the URL's (an impairment relay, rig.relay.process);
         #: the URL, Host header and TLS name stay the target's
         self.connect_via = connect_via
         self._ws: StampedConnection | None = None

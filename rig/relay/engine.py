@@ -1,22 +1,18 @@
-"""The impairment relay: a TCP relay between the rig and a target that delays, throttles and
-"loses" (resends late) bytes per direction, logging every chunk's fate as ground truth.
+"""The relay's asyncio core: accept, connect to the target, one pump per direction.
 
 How this works
 --------------
-`TcpRelay(target_host, target_port, impairment).start(log_path)` runs its own asyncio loop on
-its own thread (never on the audio loop: the rig's pacing does not pay for it; bench/) and
-listens on 127.0.0.1. Each accepted connection opens one to the target and runs one pump per
-direction: a reader stamps each chunk on arrival on the shared monotonic clock and asks the
-direction's `StreamLink` (rig.net.impair, sans-I/O) when to release it; a writer waits for that
-time (timerfd, rig.clock) and writes. At most MAX_QUEUED_BYTES wait per direction: beyond
-that the reader stops reading, so a throttled path pushes back into the sender's socket
-buffer as real TCP would (the rig sees it as send backlog: rig.net.pathsample).
-
-`impair.jsonl` (one line per chunk, written from the relay thread): conn, dir (up = towards
-the target), seq, bytes, t_in_ns, target_ns (the release the model chose), t_out_ns (when
-it was handed to the kernel), delay_ns (target - in), fate ("delivered" | "retransmitted"), extra_ns
-(the resend's share). WebSocket clients connect through it with `connect_via` (the URL, Host
-header and TLS name stay the target's).
+Each accepted connection opens one to the target and runs one pump per direction: a reader
+stamps each chunk on arrival on the shared monotonic clock and asks the direction's
+`StreamLink` (rig.net.impair, sans-I/O) when to release it; a writer waits for that time
+(timerfd, rig.clock) and hands it to the kernel. At most MAX_QUEUED_BYTES wait per
+direction: beyond that the reader stops reading, so a throttled path pushes back into the
+sender's socket buffer as real TCP would (the rig sees it as send backlog:
+rig.net.pathsample). Every chunk is one line of impair.jsonl: conn, dir (up = towards the
+target), seq, bytes, t_in_ns, target_ns (the release the model chose), t_out_ns (when it was
+handed to the kernel: the truth, late by however long the machine kept the relay from
+running), delay_ns (target - in), fate ("delivered" | "retransmitted"), extra_ns (the
+resend's share).
 """
 
 from __future__ import annotations
@@ -26,93 +22,40 @@ import collections
 import contextlib
 import json
 import random
-import threading
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO
 
-from rig.clock.base import Clock, MonotonicClock
+from rig.clock.base import Clock
 from rig.net.impair import Impairment, StreamLink
 
 MAX_QUEUED_BYTES = 64 * 1024
 READ_BYTES = 65536
 
 
-class TcpRelay:
-    """One listening relay; every connection through it gets its own pair of links."""
+class RelayEngine:
+    """Serves one listening socket until `stop` is set."""
 
     def __init__(
         self,
-        target_host: str,
-        target_port: int,
+        target: tuple[str, int],
         impairment: Impairment,
-        *,
-        listen_host: str = "127.0.0.1",
-        listen_port: int = 0,
-        clock: Clock | None = None,
+        clock: Clock,
+        log: IO[str] | None = None,
     ) -> None:
-        self.target = (target_host, target_port)
+        self.target = target
         self.impairment = impairment
-        self.listen = (listen_host, listen_port)
-        self.clock = clock or MonotonicClock()
-        self.address: tuple[str, int] | None = None
+        self.clock = clock
+        self.log = log
         self.connections = 0
         self.chunks = 0
         self.errors: list[str] = []
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._log: IO[str] | None = None
-        self._startup_error: BaseException | None = None
 
-    # --- lifecycle (called from any thread) ----------------------------------------------
-
-    def start(self, log_path: str | None = None) -> tuple[str, int]:
-        """Start the relay thread; returns the (host, port) it listens on."""
-        if self._thread is not None:
-            raise RuntimeError("relay already started")
-        if log_path is not None:
-            self._log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop
-        self._thread = threading.Thread(target=self._run, name="rig-impair-relay", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self._startup_error is not None:
-            raise OSError(f"impair relay could not listen: {self._startup_error}")
-        assert self.address is not None
-        return self.address
-
-    def stop(self) -> None:
-        """Stop listening, drop open connections, flush the log; safe twice."""
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> TcpRelay:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "tcp", **self.impairment.as_dict(), "connections": self.connections}
-
-    # --- the relay thread ---------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # noqa: BLE001 - reported to start() or kept
-            self._startup_error = self._startup_error or exc
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    async def serve(
+        self,
+        listen: tuple[str, int],
+        ready: Callable[[tuple[str, int]], None],
+        stop: asyncio.Event,
+    ) -> None:
         tasks: set[asyncio.Task[None]] = set()
 
         def accept(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -120,17 +63,11 @@ class TcpRelay:
             tasks.add(t)
             t.add_done_callback(tasks.discard)
 
-        try:
-            server = await asyncio.start_server(accept, *self.listen)
-        except OSError as exc:
-            self._startup_error = exc
-            self._ready.set()
-            return
+        server = await asyncio.start_server(accept, *listen)
         sock = server.sockets[0].getsockname()
-        self.address = (sock[0], sock[1])
-        self._ready.set()
+        ready((sock[0], sock[1]))
         async with server:
-            await self._stop.wait()
+            await stop.wait()
         for t in list(tasks):
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -238,7 +175,7 @@ class TcpRelay:
         extra: int,
     ) -> None:
         self.chunks += 1
-        if self._log is None:
+        if self.log is None:
             return
         row = {
             "conn": conn,
@@ -252,4 +189,4 @@ class TcpRelay:
             "fate": fate,
             "extra_ns": extra,
         }
-        self._log.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.log.write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -14,7 +14,7 @@ import pytest
 
 from rig.core.units import NS_PER_MS
 from rig.net.impair import parse_impair
-from rig.net.relay import TcpRelay
+from rig.relay.process import TcpRelay
 from tests.fakes.harness import tone_plan
 from tests.fakes.pipecat_server import FakePipecatServer
 
@@ -36,7 +36,7 @@ async def test_relay_round_trip_matches_its_settings_and_log(tmp_path) -> None:
     port = server.sockets[0].getsockname()[1]
     log = str(tmp_path / "impair.jsonl")
     relay = TcpRelay("127.0.0.1", port, parse_impair("up:delay=20ms,down:delay=30ms"))
-    host, rport = await asyncio.to_thread(relay.start, log)
+    host, rport = relay.start(log)
     try:
         r, w = await asyncio.open_connection(host, rport)
         rtts = []
@@ -80,7 +80,7 @@ async def _rollout_through(tmp_path, spec: str, jobs: int = 1) -> tuple[Any, Any
     async with FakePipecatServer(stop_secs=0.3, reply_s=0.4) as pc:
         port = int(pc.url.rsplit(":", 1)[1])
         relay = TcpRelay("127.0.0.1", port, parse_impair(spec))
-        addr = await asyncio.to_thread(relay.start, str(tmp_path / "impair.jsonl"))
+        addr = relay.start(str(tmp_path / "impair.jsonl"))
 
         def make(clock: Any, gate: asyncio.Semaphore) -> Any:
             return WebSocketTransport(
