@@ -133,3 +133,28 @@ async def test_sampling_off_records_no_pings(tmp_path) -> None:
     m = runner.results["off"]
     assert m["status"] == "ok"
     assert m["clock_fit"]["rtt"]["count"] == 0 and m["clock_fit"]["rtt_by_source"] == {}
+
+
+def test_each_round_trip_is_published_live_with_its_method() -> None:
+    from rig.core.records import EventRecord
+    from rig.recordings.sink import RolloutSink
+
+    class Disk:  # stands in for the writer thread: the records it was handed
+        def __init__(self) -> None:
+            self.events: list[EventRecord] = []
+
+        def event(self, record: EventRecord) -> None:
+            self.events.append(record)
+
+    published: list[tuple[str, dict]] = []
+    disk = Disk()
+    sink = RolloutSink(disk, lambda kind, data: published.append((kind, data)))  # type: ignore[arg-type]
+    sink.put(EventRecord("net.rtt", 5, {"source": "ws_ping", "id": 0, "rtt_ms": 12.5}, "rig"))
+    sink.put(EventRecord("net.rtt", 6, {"source": "ws_ping", "id": 1, "lost": True}, "rig"))
+    sink.put(EventRecord("server.rtcp.rr", 7, {"rtt_ms": 30.0, "fraction_lost": 0}, "server"))
+    rtts = [d for k, d in published if k == "rtt"]
+    assert rtts == [
+        {"rtt_ms": 12.5, "method": "ws_ping", "t_ns": 5},
+        {"rtt_ms": 30.0, "method": "rtcp", "t_ns": 7},
+    ]
+    assert len(disk.events) == 3  # every sample is in events.jsonl, lost pings included
