@@ -150,12 +150,14 @@ async def test_asymmetric_relay_rtt_and_split_against_the_servers_truth(tmp_path
 
 @pytest.mark.realtime
 async def test_jittered_relay_split_stays_inside_its_error_bars(tmp_path) -> None:
+    # one rollout: the fake server shares this test's event loop, and with several rollouts
+    # on a loaded box its truth stamps lag (bench/network.py runs the longer sweep)
     runner, _relay, conns = await _rollout_through(
-        tmp_path, "up:delay=40ms,down:delay=60ms,jitter=10ms,seed=3", jobs=2
+        tmp_path, "up:delay=40ms,down:delay=60ms,jitter=10ms,seed=3"
     )
     misses: list[float] = []
     by_first = {}
-    for rid in ("r0", "r1"):
+    for rid in ("r0",):
         m = runner.results[rid]
         assert m["status"] == "ok", m
         chunks = _rows(os.path.join(runner.run_dir, "rollouts", rid, "chunks.jsonl"))
