@@ -71,3 +71,9 @@ def relay_for(args: argparse.Namespace, url: str, transport: str) -> TcpRelay | 
 def impair_log_path(run_dir: str) -> str:
     os.makedirs(run_dir, exist_ok=True)
     return os.path.join(run_dir, "impair.jsonl")
+
+
+def impair_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The manifest's `config.impair` (settings of the relay `build_specs` made), or {}."""
+    relay = getattr(args, "impair_relay", None)
+    return {} if relay is None else {"impair": relay.impairment.as_dict()}
