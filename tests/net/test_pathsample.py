@@ -4,6 +4,7 @@ loopback socket, and ping/pong + TCP_INFO through whole rollouts at the dialect 
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 import struct
 
@@ -158,3 +159,43 @@ def test_each_round_trip_is_published_live_with_its_method() -> None:
         {"rtt_ms": 30.0, "method": "rtcp", "t_ns": 7},
     ]
     assert len(disk.events) == 3  # every sample is in events.jsonl, lost pings included
+
+
+@pytest.mark.realtime
+async def test_live_view_gets_rtt_over_time_for_a_serverless_target(tmp_path) -> None:
+    from rich.console import Console
+
+    from rig.cli.common import ws_factory
+    from rig.clock.base import MonotonicClock
+    from rig.dashboard.render import detail_panel
+    from rig.runner import RolloutSpec, Runner
+    from rig.session import SessionConfig
+    from rig.telemetry.bus import EventBus
+    from rig.telemetry.session_bridge import session_publisher
+    from rig.telemetry.snapshot import Reducer
+
+    clock = MonotonicClock()
+    bus = EventBus()
+    sub = bus.subscribe()
+    async with FakePipecatServer(stop_secs=0.3, reply_s=0.3) as pc:
+        spec = RolloutSpec(
+            "live",
+            tone_plan(16_000, gap_s=1.5),
+            ws_factory(pc.url, "pipecat", 16_000, {}),
+            {},
+            {},
+            SessionConfig(drain_quiet_s=0.5, max_s=10, path_interval_s=0.2),
+        )
+        runner = Runner(str(tmp_path), run_id="run", clock=clock)
+        runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+        await runner.run([spec])
+    reducer = Reducer()
+    for event in sub.drain():
+        reducer.apply(event)
+    (r,) = reducer.snapshot(clock.now_ns()).rollouts
+    assert r.rtt_ms is not None and len(r.rtt_history_ms) >= 5, r
+    assert all(0 < x < 50 for x in r.rtt_history_ms)  # loopback, every ping
+    console = Console(file=io.StringIO(), width=120, color_system=None, record=True)
+    console.print(detail_panel(r, 30 * 10**9))
+    text = console.export_text()
+    assert "RTT" in text and "ws_ping" in text and "last" in text, text
