@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         via = None
-        if relay is not None:  # between the proxy and the upstream, in its own thread
+        if relay is not None:  # between the proxy and the upstream, in its own process
             via = relay.start(impair_log_path(out))  # main thread: it dies with it
         proxy = RecordingProxy(
             args.upstream,

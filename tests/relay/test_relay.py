@@ -168,3 +168,39 @@ async def test_jittered_relay_split_stays_inside_its_error_bars(tmp_path) -> Non
         conn = min(conns, key=lambda c: abs(c.audio_rx_ns[0] - first_send))
         misses += _truth_check(runner.results[rid], chunks, conn)
     assert sum(x <= 0 for x in misses) >= 0.95 * len(misses) - 1e-9, misses
+
+
+@pytest.mark.realtime
+async def test_proxy_reaches_its_upstream_through_the_relay(tmp_path) -> None:
+    from rig.proxy import RecordingProxy
+    from tests.fakes.harness import run_rollouts
+
+    async with FakePipecatServer(stop_secs=0.3, reply_s=0.3) as pc:
+        port = int(pc.url.rsplit(":", 1)[1])
+        relay = TcpRelay("127.0.0.1", port, parse_impair("up:delay=10ms,down:delay=30ms"))
+        via = relay.start(str(tmp_path / "impair.jsonl"))
+        proxy = RecordingProxy(pc.url, str(tmp_path / "proxy"), connect_via=via)
+        url = await proxy.start()
+        try:
+            rs = await run_rollouts(
+                str(tmp_path / "out"), [("p", url, "pipecat", {}, tone_plan(16_000))]
+            )
+        finally:
+            await proxy.stop()
+            await asyncio.to_thread(relay.stop)
+    m = rs["p"].metrics
+    assert m["status"] == "ok", m
+    # the rig's pings end at the proxy (it answers them), so they see loopback only; the
+    # relay's log shows the proxy's upstream leg carried the conversation, delayed as set
+    assert m["clock_fit"]["rtt_by_source"]["ws_ping"]["rtt_p50_ms"] < 5.0
+    rows = _rows(str(tmp_path / "impair.jsonl"))
+    assert {r["delay_ns"] for r in rows if r["dir"] == "up"} == {10 * NS_PER_MS}
+    assert {r["delay_ns"] for r in rows if r["dir"] == "down"} == {30 * NS_PER_MS}
+    # and the conversation itself took that path: each frame reached the server >= 10 ms
+    # after the rig sent it, the reply reached the rig >= 30 ms after the server sent it
+    (conn,) = pc.conns
+    send = [c["t_ns"] for c in rs["p"].chunks if c["dir"] == "up"]
+    assert len(send) == len(conn.audio_rx_ns)
+    assert min(rx - t for rx, t in zip(conn.audio_rx_ns, send, strict=True)) >= 10 * NS_PER_MS
+    answered = [r for r in m["responses"] if r.get("latency_ms") is not None]
+    assert answered[0]["onset_arrival_ns"] - conn.reply_audio_ns[0] >= 30 * NS_PER_MS
