@@ -62,6 +62,8 @@ class SessionConfig:
     send_end: bool = True
     truncate_on_barge_in: bool = True
     probe_interval_s: float = 0.0
+    #: path samples (ping round trip + TCP_INFO) every N s where the transport has them; 0 off
+    path_interval_s: float = 1.0
     #: leading `prefill` audio goes out this many times faster than real time where the
     #: transport can carry it (WebSocket); sound cards and WebRTC play it in real time
     prefill_speed: float = 1.0
@@ -201,6 +203,9 @@ class Session:
         watcher = asyncio.create_task(
             self._watch.run(task, self._send_blocked_reason), name=f"watch-{self.rollout_id}"
         )
+        path = None
+        if self.cfg.path_interval_s > 0 and self.transport.samples_path:
+            path = asyncio.create_task(self._path_loop(), name=f"path-{self.rollout_id}")
         try:
             async with stream_cap:
                 self.outcome = await self._send_loop(recv, uplink)
@@ -226,6 +231,10 @@ class Session:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            if path is not None:
+                path.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await path
             await self._close_connection(recv, probe)
         if self._recv_error is not None and self.outcome.status == "running":
             self.outcome = Outcome.of_error(self._recv_error)
@@ -434,6 +443,22 @@ class Session:
             with contextlib.suppress(RigError):
                 await self._send_event("probe", {"id": k})
             k += 1
+
+    async def _path_loop(self) -> None:
+        """Round trips and send backlog through the whole session (rig.net.pathsample): a
+        ping and a syscall per interval, never in the send loop's way."""
+        assert self.listener is not None
+        listener = self.listener
+        interval_ns = round(self.cfg.path_interval_s * NS_PER_S)
+        while True:
+            t_start = self.clock.now_ns()
+            try:
+                items = await self.transport.sample_path()
+            except RigError:
+                items = []
+            for item in items:
+                self.sink.put_all(listener.on_event(item))
+            await self.clock.sleep_until(t_start + interval_ns)
 
     def _close(self, log: SessionLog) -> dict[str, Any]:
         assert self.uplink is not None and self.listener is not None

@@ -27,11 +27,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
-    ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry"),
+    ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner",),
+    ("rig.runner", "rig.relay"),  # many rollouts; the impairment relay process
     ("rig.workers",),  # one command sharded over worker processes
     ("rig.cli",),
     ("rig.__main__",),

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.analysis.netsplit import path_summary, rtt_by_source, rtt_split
 from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
 from rig.clockfit.mapping import ClockMap, FitRefusal, join_reasons, refusal_reason
 from rig.clockfit.rtt import RttStats, RttSummary
@@ -130,10 +131,29 @@ def apply_decomposition(metrics: dict[str, Any], obs: SessionLog | None) -> dict
         return metrics
     try:
         clock = fit_clock(obs)
-        responses = [{**r, **decompose(r, obs, clock)} for r in metrics.get("responses", [])]
-        return {**metrics, "responses": responses, "clock_fit": clock.as_dict()}
+        responses = [_split(r, obs, clock) for r in metrics.get("responses", [])]
+        fit = clock.as_dict()
+        fit.update(path_summary(obs))
+        if clock.rtt.count == 0:  # no probes: the round trips measured without the server
+            best = next(iter(rtt_by_source(obs).values()), None)
+            if best is not None:
+                fit["rtt"] = best.as_dict()
+        return {**metrics, "responses": responses, "clock_fit": fit}
     except Exception as exc:  # noqa: BLE001 - a failed split must not lose the rollout
         return {**metrics, "clock_fit": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
+def _split(response: dict[str, Any], obs: SessionLog, clock: SessionClock) -> dict[str, Any]:
+    """The strongest split there is: the server clock's (probes, server stamps); where that
+    leaves no model time, the round trips' (rig.analysis.netsplit, method `rtt_half`)."""
+    out = {**response, **decompose(response, obs, clock)}
+    if out.get("model_ms") is None:
+        by_rtt = rtt_split(response, obs)
+        if by_rtt is not None:
+            # keep why the stronger method could not split it, then the weaker split
+            out["server_clock_reason"] = out.get("model_reason")
+            out.update(by_rtt)
+    return out
 
 
 # --- the fit -------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ class Response:
     user_end_s: float
     onset_s: float
     latency_ms: float
+    #: uplink, model, downlink, queue (ms; empty when the response was not split)
+    parts_ms: tuple[float, ...] = ()
+    method: str | None = None  # clock_method of the split
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,5 +193,16 @@ def responses_from_metrics(metrics: dict[str, Any], t0_ns: int) -> list[Response
             continue
         lat = r.get("latency_ms")
         lat_ms = float(lat) if isinstance(lat, int | float) else (onset_ns - end_ns) / 1e6
-        out.append(Response((end_ns - t0_ns) / NS_PER_S, (onset_ns - t0_ns) / NS_PER_S, lat_ms))
+        raw = [r.get(k) for k in ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")]
+        parts = tuple(float(x) for x in raw if isinstance(x, int | float))
+        method = r.get("clock_method")
+        out.append(
+            Response(
+                (end_ns - t0_ns) / NS_PER_S,
+                (onset_ns - t0_ns) / NS_PER_S,
+                lat_ms,
+                parts if len(parts) == 4 else (),
+                str(method) if method else None,
+            )
+        )
     return out

@@ -101,6 +101,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="four-timestamp clock probes every N s, for the latency split (peers that do "
         "not answer them ignore them; 0 = off; default 0.5)",
     )
+    p.add_argument(
+        "--path-interval-s",
+        type=float,
+        default=1.0,
+        help="measure the path every N s with no help from the server: a WebSocket ping "
+        "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
+    )
+    from rig.cli.netopts import add_impair_option
+
+    add_impair_option(p)
 
 
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
@@ -144,6 +154,7 @@ def check_run_options(args: argparse.Namespace) -> None:
         ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
         ("--timing-tolerance-ms", "timing_tolerance_ms", 0.01, 60_000.0),
         ("--loop-lag-max-ms", "loop_lag_max_ms", 0.01, 60_000.0),
+        ("--path-interval-s", "path_interval_s", 0.0, 3600.0),
         ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
     )
     for flag, name, flo, fhi in floats:
@@ -164,12 +175,16 @@ def session_config(
         drain_quiet_s=args.drain_quiet_s,
         max_s=args.max_s,
         probe_interval_s=args.probe_interval_s,
+        path_interval_s=getattr(args, "path_interval_s", 1.0),
     )
     base.update(overrides or {})
     return SessionConfig(**base)
 
 
-def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+def ws_factory(
+    url: str, dialect: str, sample_rate: int, options: dict[str, Any], relay: Any = None
+) -> Any:
+    """Transports to `url`; through `relay` (an impairment relay, started by then) if given."""
     from rig.dialects import get_dialect
     from rig.transports.websocket import WebSocketTransport
 
@@ -179,7 +194,8 @@ def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]
             **({"sample_rate": sample_rate} if dialect in ("rig", "raw") else {}),
             **options,
         )
-        return WebSocketTransport(url, d, clock, open_gate=gate)
+        via = None if relay is None else relay.address
+        return WebSocketTransport(url, d, clock, open_gate=gate, connect_via=via)
 
     return make
 
@@ -266,6 +282,9 @@ def build_specs(
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
+    from rig.cli.netopts import relay_for
+
+    relay = args.impair_relay = relay_for(args, target_url, transport)
     specs = []
     options = parse_dialect_options(getattr(args, "dialect_opt", None))
     try:
@@ -294,7 +313,7 @@ def build_specs(
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate)
                 if transport == "webrtc"
-                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
+                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {**item.meta, "repeat": rep},
                 session_config(args, {**frame, **(item.session or {})}),
@@ -362,6 +381,7 @@ async def _run_specs(
     from rich.console import Console
 
     from rig import workers
+    from rig.cli.netopts import impair_config
     from rig.clock.base import MonotonicClock
     from rig.runner import Runner, rollout_done
     from rig.telemetry import events as ev
@@ -402,7 +422,12 @@ async def _run_specs(
         tolerance=tolerance_of(args),
         clock=clock,
         seed=args.seed,
-        config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
+        config={
+            **config,
+            "mqtt": bool(getattr(args, "mqtt", None)),
+            "headless": headless,
+            **impair_config(args),
+        },
         progress=progress,
     )
     targets = {s.rollout_id: target_fields(s.target) for s in specs}
@@ -410,7 +435,13 @@ async def _run_specs(
     skipped = sum(
         rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in specs
     )
+    relay = getattr(args, "impair_relay", None)
     async with AsyncExitStack() as stack:
+        if relay is not None:  # its own process: the audio loop never runs the relay
+            from rig.cli.netopts import impair_log_path
+
+            relay.start(impair_log_path(runner.run_dir))  # main thread, before any rollout
+            stack.push_async_callback(asyncio.to_thread, relay.stop)
         if not headless:
             from rig.telemetry.viewproc import ViewProcess
 

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
             markup=False,
             style="bold red",
         )
+    for table in (rtt_table(rollouts), split_table(rollouts)):
+        if table is not None:
+            console.print(table)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):

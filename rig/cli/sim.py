@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rig.cli.netopts import impairment
 from rig.extras import BACKENDS, TRANSPORTS, require
 
 if TYPE_CHECKING:
@@ -99,6 +100,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
+    from rig.cli.netopts import add_impair_option
+
+    add_impair_option(p)
+    p.add_argument(
+        "--impair-log",
+        help="impair.jsonl path: every relayed chunk's applied delay and fate (default: "
+        "impair.jsonl next to --truth-log, else none)",
+    )
     p.add_argument(
         "--transport",
         choices=["ws", "webrtc", "device"],
@@ -200,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
     if args.transport == "device":
         require(BACKENDS[args.backend], f"--transport device --backend {args.backend}")
     cfg, net, reply = sim_from_args(args)
+    if impairment(args) is not None and args.transport != "ws":
+        raise ConfigError("rig sim --impair covers --transport ws (a TCP relay) for now")
+    if impairment(args) is not None and args.workers > 1:
+        raise ConfigError("rig sim --impair needs --workers 1 (one relay in front of one port)")
     with realtime.scheduling(args.rt_priority) as sched:
         if args.transport == "device":
             return run_device(args, cfg, reply)
@@ -221,6 +234,16 @@ def start_sim_workers(args: argparse.Namespace, port: int) -> list[Any]:
     return procs
 
 
+def _impair_log(args: argparse.Namespace) -> str | None:
+    import os
+
+    if args.impair_log:
+        return str(args.impair_log)
+    if args.truth_log:
+        return os.path.join(os.path.dirname(os.path.abspath(args.truth_log)), "impair.jsonl")
+    return None
+
+
 def run_ws_or_webrtc(
     args: argparse.Namespace, cfg: SimConfig, net: Any, reply: Any, sched: dict[str, Any]
 ) -> int:
@@ -235,14 +258,25 @@ def run_ws_or_webrtc(
             from rig.sim.server import SimServer
 
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
+        relay = None
+        imp = impairment(args)
         sharded = args.workers > 1
-        if sharded:
-            url = await server.start(args.host, args.port, reuse_port=True)
-        else:
-            url = await server.start(args.host, args.port)
         others = []
-        if sharded and args.worker_index is None:  # the parent serves too, as worker 0
-            others = await asyncio.to_thread(start_sim_workers, args, server.port)
+        if imp is None:
+            if sharded:
+                url = await server.start(args.host, args.port, reuse_port=True)
+            else:
+                url = await server.start(args.host, args.port)
+            if sharded and args.worker_index is None:  # the parent serves too, as worker 0
+                others = await asyncio.to_thread(start_sim_workers, args, server.port)
+        else:  # the sim listens privately; the relay takes the public port
+            from rig.relay.process import TcpRelay
+
+            inner = await server.start("127.0.0.1", 0)
+            port = int(inner.rsplit(":", 1)[1])
+            relay = TcpRelay("127.0.0.1", port, imp, listen_host=args.host, listen_port=args.port)
+            host, rport = relay.start(_impair_log(args))  # main thread: dies with it
+            url = f"ws://{host}:{rport}"
         print(f"rig sim listening on {url}", flush=True)
         if args.worker_index is None:  # after the URL line (a worker's would come before)
             print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)
@@ -255,6 +289,8 @@ def run_ws_or_webrtc(
             from rig.workers import stop_all
 
             await asyncio.to_thread(stop_all, others)
+        if relay is not None:
+            await asyncio.to_thread(relay.stop)
         await server.stop()
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 

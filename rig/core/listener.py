@@ -28,6 +28,7 @@ from rig.audio.pcm import level_dbfs
 from rig.core.director import Observation
 from rig.core.events import ControlRequest, DownAudio, DownEvent
 from rig.core.onset import OnsetDetector
+from rig.core.path import PathLog
 from rig.core.placement import PlaybackQueue
 from rig.core.records import (
     ChunkRecord,
@@ -74,6 +75,7 @@ class Listener:
         self.marks: list[ServerMark] = []
         self.mark_pairs: list[tuple[int, int]] = []  # (server_ns, arrival_ns) of stamped marks
         self.path_rtt_ms: list[float] = []  # round trips the transport reported (RTCP RR)
+        self.path = PathLog()  # round trips and send backlog of every source (net.*, RTCP)
 
     # --- what arrives ----------------------------------------------------------------------
 
@@ -143,7 +145,8 @@ class Listener:
                 )
             except (KeyError, TypeError, ValueError):
                 pass  # a malformed reply is not an exchange (it is still recorded)
-        if item.source == "rig":  # the rig's own doing, reported by the dialect
+        self.path.on_event(item)
+        if item.source == "rig":  # the rig's own doing (a dialect's history, path samples)
             return [EventRecord(item.kind, item.t_ns, data, "rig")]
         if item.kind != "probe_reply":
             self._mark(item)

@@ -136,3 +136,26 @@ class HeardChunk:
     sample_rate: int
     #: WebRTC: the rig's own receive-path delay for this frame (jitter buffer + decode)
     jb_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RttSample:
+    """One measured round trip of the path to the system, completed at `t_ns`.
+
+    `source` names the method: "ws_ping" (WebSocket ping/pong), "tcp_info" (the kernel's
+    smoothed RTT), "rtcp" (RTCP receiver reports), "probe" (four-timestamp clock probes).
+    """
+
+    t_ns: int
+    rtt_ns: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendBacklog:
+    """Uplink bytes handed over but not yet on the wire at `t_ns` (user space + kernel
+    unsent), with the kernel's delivery rate (bytes/s; None unknown) to turn it into time."""
+
+    t_ns: int
+    backlog_bytes: int
+    rate_bps: int | None

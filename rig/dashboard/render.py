@@ -44,6 +44,21 @@ _STATE_STYLE = {
 FAILED, STALLED, INVALID, ACTIVE, PENDING, DONE = range(6)
 
 
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def rtt_sparkline(history_ms: tuple[float, ...]) -> Text:
+    """RTT over time, oldest first, one block per sample scaled between its min and max."""
+    lo, hi = min(history_ms), max(history_ms)
+    span = hi - lo
+    blocks = "".join(
+        SPARKS[0 if span <= 0 else min(7, int((x - lo) / span * 8))] for x in history_ms
+    )
+    out = Text(blocks, style="cyan")
+    out.append(f"  {lo:.1f}–{hi:.1f} ms, last {history_ms[-1]:.1f}", style="dim")
+    return out
+
+
 def _ms(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
@@ -363,6 +378,8 @@ def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
     if r.clock_drift_ppm is not None:
         clock.append(f", drift {r.clock_drift_ppm:+.1f} ppm")
     row("clock", clock)
+    if len(r.rtt_history_ms) >= 2:
+        row("RTT", rtt_sparkline(r.rtt_history_ms))
     chunks = Text(f"up {r.chunks_up}  down {r.chunks_down}  stalls {r.stalls}  timing ")
     chunks.append_text(_timing_text(r))
     if r.timing_reason:

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rig.analysis.activity import ActivityParams, Segment, speech_segments
-from rig.analysis.rollout import RolloutView, load_rollout
+from rig.analysis.rollout import Response, RolloutView, load_rollout
 from rig.extras import MissingExtra
 
 USER_COLOR = "#1f77b4"
@@ -139,6 +139,7 @@ def render_png(
             ha="center",
             fontsize=8,
         )
+    _draw_splits(sys_ax, view.responses, y_arrow)
     sys_ax.set_xlabel("session time (s from t0)")
     sys_ax.set_xlim(0, max(duration_s, 1e-3))
     handles = [
@@ -149,6 +150,8 @@ def render_png(
         Line2D([], [], label="injection", **MARK_STYLE["inject"]),
         Line2D([], [], color="black", marker=">", label="response latency"),
     ]
+    if any(r.parts_ms for r in view.responses):
+        handles += [Patch(color=c, label=n) for n, c in zip(SPLIT_NAMES, SPLIT_COLORS, strict=True)]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     status = view.metrics.get("status")
     fig.suptitle(
@@ -159,6 +162,34 @@ def render_png(
     fig.savefig(out_path, format="png")
     plt.close(fig)
     return out_path
+
+
+SPLIT_NAMES = ("uplink", "model", "downlink", "queue")
+SPLIT_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8c8c8c")
+
+
+def _draw_splits(ax: Any, responses: Sequence[Response], y_arrow: float) -> None:
+    """Under each latency arrow, its split as one stacked bar: uplink, model, downlink,
+    queue from the user's speech end (labelled with the method that split it)."""
+    height = abs(y_arrow) * 0.18
+    y = y_arrow - height * 2.2
+    for r in responses:
+        if not r.parts_ms:
+            continue
+        start = r.user_end_s
+        for part_ms, color in zip(r.parts_ms, SPLIT_COLORS, strict=True):
+            width = max(part_ms, 0.0) / 1000
+            ax.broken_barh([(start, width)], (y, height), facecolors=color, alpha=0.85)
+            start += width
+        if r.method:
+            ax.annotate(
+                r.method,
+                (r.user_end_s, y),
+                xytext=(0, -9),
+                textcoords="offset points",
+                fontsize=6,
+                color="dimgray",
+            )
 
 
 def plot_rollout(

@@ -98,6 +98,8 @@ class RolloutSnapshot:
     timing_valid: bool | None = None
     timing_reason: str | None = None
     rtt_method: str | None = None
+    #: measured round trips (ms), oldest first, at most RTT_HISTORY: RTT over time
+    rtt_history_ms: tuple[float, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -151,6 +153,7 @@ class _Rollout:
         self.lateness: deque[tuple[int, int]] = deque(maxlen=4096)
         self.stalls = 0
         self.rtt: tuple[int, float, str] | None = None  # (t_ns, rtt_ms, method)
+        self.rtt_history: deque[float] = deque(maxlen=RTT_HISTORY)  # live samples only
         self.offset_ms: float | None = None
         self.drift_ppm: float | None = None
         self.response: ResponseView | None = None
@@ -158,6 +161,10 @@ class _Rollout:
         self.up = _Track()
         self.down = _Track()
         self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
+
+
+#: round trips kept per rollout for the view's RTT-over-time line (one a second: a minute)
+RTT_HISTORY = 60
 
 
 def _fmt_fields(d: dict[str, Any], limit: int = 60) -> str:
@@ -266,6 +273,7 @@ class Reducer:
         elif kind == "rtt":
             if d.get("rtt_ms") is not None:
                 self._rtt(r, ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
+                r.rtt_history.append(float(d["rtt_ms"]))
         elif kind == "protocol":
             fields = d.get("fields") or {}
             extra = _fmt_fields(fields) if isinstance(fields, dict) else str(fields)
@@ -447,6 +455,7 @@ class Reducer:
             timing_valid=r.timing_valid,
             timing_reason=r.timing_reason,
             rtt_method=None if rtt is None else rtt[2],
+            rtt_history_ms=tuple(r.rtt_history),
         )
 
     def _peak(self, track: _Track, now_ns: int) -> float | None:

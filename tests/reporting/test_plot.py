@@ -109,3 +109,28 @@ def test_missing_tracks_are_a_clear_error(tmp_path: Path) -> None:
     (d / "user.wav").write_bytes(b"not a wav")
     with pytest.raises(AudioInputError):
         load_rollout(d)
+
+
+def _has_color(png: Path, hex_color: str) -> bool:
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(str(png))[..., :3]
+    want = np.array([int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    return bool(np.any(np.all(np.abs(img - want) < 0.02, axis=-1)))
+
+
+def test_split_of_each_response_is_drawn_on_the_timeline(tmp_path: Path) -> None:
+    from rig.reporting.plot import SPLIT_COLORS
+
+    d = make_rollout(tmp_path)
+    bare = tmp_path / "bare.png"
+    assert main(["plot", str(d), "-o", str(bare)]) == 0
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["responses"][0].update(
+        uplink_ms=40.0, model_ms=480.0, downlink_ms=40.0, queue_ms=40.0, clock_method="rtt_half"
+    )
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    split = tmp_path / "split.png"
+    assert main(["plot", str(d), "-o", str(split)]) == 0
+    model_color = SPLIT_COLORS[1]
+    assert _has_color(split, model_color) and not _has_color(bare, model_color)
