@@ -6,11 +6,12 @@ the session log alone. `finish_rollout` adds the two-track timing analysis of th
 files (`analyze_rollout`); the runner calls it in a separate process once the writer has
 closed those files.
 
-Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement) and
-`events.jsonl`, takes the user turn spans and injections the session recorded
-(`turn.start`/`turn.end`/`inject`), and runs `rig.analysis.timing.analyze` with the item's
-`kind` and `rules` (TimingParams overrides). The result is the `timing` block of
-metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
+Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement),
+`received.wav` with the `down` rows of `chunks.jsonl` (the system's own stream, for
+yield: rig.analysis.yields) and `events.jsonl`, takes the user turn spans and injections
+the session recorded (`turn.start`/`turn.end`/`inject`), and runs
+`rig.analysis.timing.analyze` with the item's `kind` and `rules` (TimingParams overrides).
+The result is the `timing` block of metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
 from rig.analysis.webrtc import add_shares
+from rig.analysis.yields import acks_from_events, stream_of
 from rig.core.log import SessionLog
 from rig.errors import ConfigError
 
@@ -70,6 +72,12 @@ def analyze_rollout(
     user = np.pad(user, (0, n - user.size))
     system = np.pad(system, (0, n - system.size))
     turns, injections = structure_from_events(events, t0_ns)
+    params = timing_params(rules)
+    stream, stream_rate = None, None
+    if (root / "received.wav").exists():
+        received, stream_rate = read_track(root / "received.wav")
+        downs = [c for c in read_jsonl(root / "chunks.jsonl") if c.get("dir") == "down"]
+        stream = stream_of(received, stream_rate, downs, t0_ns, params.activity)
     out = analyze(
         user,
         system,
@@ -77,9 +85,12 @@ def analyze_rollout(
         kind=None if kind in (None, "free") else kind,
         turns=turns,
         injections=injections,
-        params=timing_params(rules),
+        params=params,
         t0_ns=t0_ns,
         placement="playback",
+        stream=stream,
+        stream_rate=stream_rate,
+        acks_s=acks_from_events(events, t0_ns),
     )
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)

@@ -10,7 +10,10 @@ How this works: the server shell feeds every input chunk with the true time it r
 - Reply streaming: the reply audio (a tone or a file) is cut into `chunk_ms` chunks emitted
   at `reply_start + i * chunk_ms / speed`: `speed=1` is real time, `speed>1` faster than real
   time, `speed=0` all at once (a burst).
-- Barge-in: speech starting while a reply is still being emitted cancels the rest.
+- Barge-in: speech starting while a reply is still being emitted cancels the rest; with
+  `yield_after_ms` the reply instead stops exactly that long after the barge-in is detected
+  (the chunk straddling the cut is shortened so its audio ends at the cut, in real-time
+  reply time), and `reply_cancel` is logged at the cut with `barge_in_ns` and `audio_end_ns`.
 - Silent-frame omission: with `omit_silence`, silent reply chunks are not sent (their time
   still passes), as systems that suppress silence do.
 
@@ -45,6 +48,7 @@ class SimConfig:
     reply_gap_ms: float = 0.0
     omit_silence: bool = False
     barge_in: bool = True
+    yield_after_ms: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -103,6 +107,7 @@ class SimEngine:
         self.responses = 0
         self.truths: list[Truth] = []
         self._started: set[int] = set()
+        self._cancel: Truth | None = None  # a delayed yield, due at its t_ns
 
     # --- input ------------------------------------------------------------------------
 
@@ -171,15 +176,46 @@ class SimEngine:
     def _barge_in(self, t_ns: int) -> list[Truth]:
         if not self.cfg.barge_in or not self._queue:
             return []
-        dropped = len(self._queue)
         resp = self._queue[0].response
+        if self.cfg.yield_after_ms > 0:
+            if self._cancel is not None:  # already stopping
+                return []
+            self._cancel = self._cut_at(t_ns + round(self.cfg.yield_after_ms * NS_PER_MS), t_ns)
+            return []
+        dropped = len(self._queue)
         self._queue.clear()
         return [Truth("reply_cancel", t_ns, {"response": resp, "chunks_dropped": dropped})]
+
+    def _cut_at(self, cut_ns: int, barge_ns: int) -> Truth:
+        """Keep the reply audio that plays before `cut_ns` (reply time), drop the rest."""
+        resp = self._queue[0].response
+        rate, speed = self.cfg.sample_rate, self.cfg.reply_speed
+        kept: list[Emit] = []
+        dropped = 0
+        for e in self._queue:
+            if e.response != resp:
+                kept.append(e)
+                continue
+            if e.t_ns >= cut_ns:
+                dropped += 1
+                continue
+            # real-time content time of the chunk's first sample is its due time
+            n = e.pcm.size if speed != 1 else ((cut_ns - e.t_ns) * rate) // NS_PER_S
+            kept.append(Emit(e.seq, e.t_ns, e.pcm[: max(1, min(e.pcm.size, n))], e.response))
+        self._queue = kept
+        data = {"response": resp, "chunks_dropped": dropped, "barge_in_ns": barge_ns}
+        return Truth("reply_cancel", cut_ns, {**data, "audio_end_ns": cut_ns})
 
     # --- output -----------------------------------------------------------------------
 
     def next_due_ns(self) -> int | None:
-        return self._queue[0].t_ns if self._queue else None
+        head = self._queue[0].t_ns if self._queue else None
+        due = [x for x in (head, self._cancel_ns) if x is not None]
+        return min(due) if due else None
+
+    @property
+    def _cancel_ns(self) -> int | None:
+        return self._cancel.t_ns if self._cancel is not None else None
 
     def poll(self, now_ns: int) -> tuple[list[Emit], list[Truth]]:
         """Reply chunks due by `now_ns` (each keeps its own due time), and their truths."""
@@ -201,5 +237,8 @@ class SimEngine:
             emits.append(emit)
             if not any(x.response == e.response for x in self._queue):
                 truths.append(Truth("reply_end", e.t_ns, {"response": e.response}))
+        if self._cancel is not None and self._cancel.t_ns <= now_ns:
+            truths.append(self._cancel)
+            self._cancel = None
         self.truths.extend(truths)
         return emits, truths

@@ -398,6 +398,13 @@ class _Session:
                         server_ts_ms=self.sms(truth.t_ns),
                         response=truth.data["response"],
                     )
+                elif truth.event == "reply_cancel":  # a delayed yield (yield_after_ms)
+                    self._send_text_later(
+                        truth.t_ns,
+                        "response.cancelled",
+                        server_ts_ms=self.sms(truth.t_ns),
+                        response=truth.data["response"],
+                    )
             for e in emits:
                 data = rawpcm.encode_audio(e.pcm, e.seq, self.sms(e.t_ns), self.framing)
                 self._send_later(
