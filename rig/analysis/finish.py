@@ -11,7 +11,8 @@ Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement),
 yield: rig.analysis.yields) and `events.jsonl`, takes the user turn spans and injections
 the session recorded (`turn.start`/`turn.end`/`inject`), and runs
 `rig.analysis.timing.analyze` with the item's `kind` and `rules` (TimingParams overrides).
-The result is the `timing` block of metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
+The result is the `timing` block of metrics.json. Plain arguments in, a JSON-able dict
+out, so it pickles across processes.
 """
 
 from __future__ import annotations
