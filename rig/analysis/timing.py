@@ -34,7 +34,7 @@ from typing import Any
 import numpy.typing as npt
 
 from rig.analysis import yields as yield_measures
-from rig.analysis.activity import ActivityParams, Segment, speech_segments
+from rig.analysis.activity import ActivityParams, Segment, refine_segments, speech_segments
 from rig.analysis.yields import Stream, YieldRules, validate_yield_from
 from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
@@ -108,8 +108,13 @@ def analyze(
     """Metrics of one rollout from its two tracks (same rate, same timeline); `stream` and
     `acks_s` are the system's own stream and acknowledgements (rig.analysis.yields)."""
     p = params or TimingParams()
-    user_segs = speech_segments(user, sample_rate, p.activity)
-    system_segs = speech_segments(system, sample_rate, p.activity)
+    # VAD segments, boundaries then refined from the frame grid to the sample
+    user_segs = refine_segments(
+        user, sample_rate, speech_segments(user, sample_rate, p.activity), p.activity
+    )
+    system_segs = refine_segments(
+        system, sample_rate, speech_segments(system, sample_rate, p.activity), p.activity
+    )
     out = analyze_segments(
         user_segs,
         system_segs,

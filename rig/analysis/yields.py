@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rig.analysis.activity import ActivityParams, Segment, speech_segments
+from rig.analysis.activity import ActivityParams, Segment, refine_segments, speech_segments
 from rig.core.timeline import Timeline
 from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
@@ -117,7 +117,7 @@ def stream_of(
     """The Stream of a rollout from received.wav and its down chunk rows."""
     track, placed = untruncated(received, sample_rate, rows, t0_ns)
     segs = speech_segments(track, sample_rate, activity)
-    refined = refine_ends(track, sample_rate, segs, activity)
+    refined = refine_segments(track, sample_rate, segs, activity)
     amp = 10 ** (activity.energy_dbfs / 20.0)
     loud_end: list[float | None] = []
     for _, off, n, _ in placed:
@@ -130,23 +130,6 @@ def stream_of(
         dur_s=tuple(n / sample_rate for _, _, n, _ in placed),
         loud_end_s=tuple(loud_end),
     )
-
-
-def refine_ends(
-    x: npt.NDArray[np.float32], sample_rate: int, segs: Sequence[Segment], p: ActivityParams
-) -> list[Segment]:
-    """Each segment's end moved to just after its last sample above the energy gate, looked
-    for within one VAD frame either side of the frame-resolution end."""
-    amp = 10 ** (p.energy_dbfs / 20.0)
-    frame = p.frame_ms / 1000.0
-    out: list[Segment] = []
-    for i, (s, e) in enumerate(segs):
-        nxt = segs[i + 1][0] if i + 1 < len(segs) else float("inf")
-        lo = max(round((e - frame) * sample_rate), round(s * sample_rate))
-        hi = min(round(min(e + frame, nxt) * sample_rate), x.size)
-        loud = np.flatnonzero(np.abs(x[lo:hi]) >= amp) if hi > lo else np.zeros(0, np.int64)
-        out.append((s, (lo + int(loud[-1]) + 1) / sample_rate) if loud.size else (s, e))
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,14 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
     g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
     g.add_argument(
+        "--policy",
+        choices=["reply", "never", "always", "backchannel"],
+        default="reply",
+        help="baseline behaviour: reply (fixed delay: --endpoint-silence-ms + --latency-ms), "
+        "never (never speaks), always (talks whenever the user is quiet), backchannel "
+        "(a short tone at every pause, never a reply)",
+    )
+    g.add_argument(
         "--yield-after-ms",
         type=float,
         default=0.0,
@@ -86,6 +94,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         omit_silence=args.omit_silence,
         barge_in=not args.no_barge_in,
         yield_after_ms=args.yield_after_ms,
+        policy=args.policy,
     )
     d = args.net_delay_ms
     net = NetConfig(

@@ -17,11 +17,18 @@ How this works: the server shell feeds every input chunk with the true time it r
 - Silent-frame omission: with `omit_silence`, silent reply chunks are not sent (their time
   still passes), as systems that suppress silence do.
 
+- Policies (baselines, so every metric can be sanity-checked): `reply` (the default: a
+  fixed delay, `endpoint_silence_ms` + `latency_ms` after the user's last loud sample),
+  `never` (hears everything, never says anything), `always` (talks whenever the user is
+  quiet: 100 ms of silence ends a turn, no model latency, a 30 s reply, stopped only by a
+  barge-in), `backchannel` (a 0.3 s "mhm" tone after every 150 ms pause, never a reply).
+
 Every decision is returned as a `Truth` record on the true shared clock, for the truth log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +38,12 @@ from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_MS, NS_PER_S
 
 BLOCK_MS = 10
+POLICIES: tuple[str, ...] = ("reply", "never", "always", "backchannel")
+#: policy -> (endpoint silence ms, latency ms, reply s) it forces (None: the config's)
+_POLICY_TIMING: dict[str, tuple[float, float, float]] = {
+    "always": (100.0, 0.0, 30.0),
+    "backchannel": (150.0, 50.0, 0.3),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +62,21 @@ class SimConfig:
     omit_silence: bool = False
     barge_in: bool = True
     yield_after_ms: float = 0.0
+    policy: str = "reply"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+
+    def effective(self) -> SimConfig:
+        """The config with the timing the policy forces (docs/reference-system.md)."""
+        forced = _POLICY_TIMING.get(self.policy)
+        if forced is None:
+            return self
+        end_ms, lat_ms, reply_s = forced
+        return dataclasses.replace(
+            self, endpoint_silence_ms=end_ms, latency_ms=lat_ms, reply_s=reply_s, reply_gap_ms=0
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -89,8 +117,9 @@ class SimEngine:
     """One conversation of the reference system."""
 
     def __init__(self, cfg: SimConfig, reply_audio: Pcm16 | None = None) -> None:
+        cfg = cfg.effective()
         self.cfg = cfg
-        self.reply = make_reply(cfg, reply_audio)
+        self.reply = make_reply(cfg, reply_audio if cfg.policy == "reply" else None)
         self._block = cfg.sample_rate * BLOCK_MS // 1000
         self._thresh = 32768.0 * 10 ** (cfg.threshold_dbfs / 20)
         self._speech_start_blocks = max(1, round(cfg.speech_start_ms / BLOCK_MS))
@@ -160,6 +189,8 @@ class SimEngine:
         return round(sample * 1000 / self.cfg.sample_rate, 3)
 
     def _schedule_reply(self, detect_ns: int) -> list[Truth]:
+        if self.cfg.policy == "never":
+            return []
         start = detect_ns + round(self.cfg.latency_ms * NS_PER_MS)
         self.responses += 1
         resp = self.responses

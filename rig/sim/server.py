@@ -102,7 +102,7 @@ class SimHost:
         reply_audio: Pcm16 | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.cfg = cfg.effective()  # what the policy forces, as the truth log says
         self.net = net or NetConfig()
         self.clock = clock or MonotonicClock()
         self.truth = TruthLog(truth_log)
