@@ -102,7 +102,10 @@ class Runner:
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
         force_resume: bool = False,
+        asr_model: str | None = None,
     ) -> None:
+        #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
+        self.asr_model = asr_model
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -364,6 +367,7 @@ class Runner:
                             log,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
+                            asr_model=self.asr_model,
                         ),
                     ),
                     self.analysis_timeout_s,

@@ -25,10 +25,12 @@ import numpy as np
 import soxr
 
 from rig.analysis.activity import ActivityParams
+from rig.analysis.asr import write_words
 from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
 from rig.analysis.webrtc import add_shares
+from rig.analysis.words import refine_onsets, word_metrics
 from rig.analysis.yields import acks_from_events, stream_of
 from rig.core.log import SessionLog
 from rig.errors import ConfigError
@@ -93,10 +95,39 @@ def analyze_rollout(
         stream_rate=stream_rate,
         acks_s=acks_from_events(events, t0_ns),
     )
+    out.update(_words_block(root, out, params, {"user": (user, rate), "system": (system, rate)}))
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)
     return out
+
+
+def _words_block(
+    root: Path, timing: dict[str, Any], p: TimingParams, tracks: dict[str, Any]
+) -> dict[str, Any]:
+    """`asr: on` and the word metrics when the rollout has words.jsonl, else `asr: off`."""
+    if not (root / "words.jsonl").exists():
+        return {"asr": "off"}
+    rows = read_jsonl(root / "words.jsonl")
+    words: list[dict[str, Any]] = []
+    for track, (x, rate) in tracks.items():
+        mine = [w for w in rows if w.get("track") == track and _is_word(w)]
+        words += refine_onsets(mine, x, rate, p.activity.energy_dbfs)
+    system = [(float(s), float(e)) for s, e in timing["activity"]["system"]]
+    block = word_metrics(
+        system,
+        timing["responses"],
+        words,
+        backchannel_max_words=p.backchannel_max_words,
+        backchannel_max_s=p.backchannel_max_s,
+        early_onset_s=p.early_onset_s,
+        response_window_s=p.response_window_s,
+    )
+    return {"asr": "on", "words": block}
+
+
+def _is_word(w: dict[str, Any]) -> bool:
+    return all(isinstance(w.get(k), int | float) for k in ("start", "end")) and "word" in w
 
 
 def analyze_log(metrics: dict[str, Any], log: SessionLog | None) -> dict[str, Any]:
@@ -116,13 +147,23 @@ def finish_rollout(
     kind: str | None = None,
     rules: dict[str, Any] | None = None,
     analyze: bool = True,
+    asr_model: str | None = None,
 ) -> dict[str, Any]:
     """Everything that runs after a rollout's stream, in the runner's worker process:
-    the clock fit and latency split, then the two-track timing analysis."""
+    the clock fit and latency split, ASR words (with `asr_model`), then the two-track
+    timing analysis."""
     metrics = analyze_log(metrics, log)
+    asr_error = None
+    if analyze and asr_model and isinstance(metrics.get("t0_ns"), int):
+        try:
+            write_words(rollout_dir, asr_model)
+        except Exception as exc:  # noqa: BLE001 - ASR failing must not lose the timing
+            asr_error = f"{type(exc).__name__}: {exc}"
     if analyze and isinstance(metrics.get("t0_ns"), int):
         try:
             timing = analyze_rollout(rollout_dir, kind=kind, rules=rules, t0_ns=metrics["t0_ns"])
+            if asr_error is not None:
+                timing = {**timing, "asr": "error", "asr_error": asr_error}
             metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             metrics = {**metrics, "timing": {"error": f"{type(exc).__name__}: {exc}"}, "pass": None}

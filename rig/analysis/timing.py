@@ -66,6 +66,9 @@ class TimingParams:
     """backchannel rule: at least this many system backchannels during the monologue."""
     barge_in_search_s: float = 1.0
     """A barge-in onset is the first user onset within this after the injection time."""
+    backchannel_max_words: int = 2
+    """With ASR words: a system segment of at most this many words (and no longer than
+    backchannel_max_s) is a backchannel, not an answer."""
     yield_from: str = "stream"
     """interruption rule: `stream` (the system's own stream), `ack` (the server's
     acknowledgement) or `playback_untruncated`; never the rig-truncated track."""

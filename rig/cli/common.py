@@ -55,6 +55,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--asr-model",
+        metavar="NAME|PATH",
+        help="word-level onsets: transcribe both tracks after each rollout, in the analysis "
+        "worker, with this faster-whisper model (a size name such as tiny.en, or a local "
+        "CTranslate2 model directory); needs the asr extra (docs/metrics.md)",
+    )
+    p.add_argument(
         "--force-resume",
         action="store_true",
         help="resume into a run directory recorded with another target or configuration "
@@ -343,6 +350,12 @@ async def _run_specs(
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher
 
+    asr_model = getattr(args, "asr_model", None)
+    if asr_model:
+        from rig.extras import require
+
+        require("asr", "--asr-model")
+        config = {**config, "asr_model": asr_model}
     clock = MonotonicClock()
     bus = EventBus()
     console = Console(stderr=True)
@@ -359,6 +372,7 @@ async def _run_specs(
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
         publish_factory=session_publisher(bus, "", clock),
         progress=(lambda line: print(line, file=sys.stderr, flush=True)) if headless else None,
+        asr_model=asr_model,
     )
     runner.publish_factory = session_publisher(bus, runner.run_id, clock)
     async with AsyncExitStack() as stack:
