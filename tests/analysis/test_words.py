@@ -171,3 +171,51 @@ def test_refined_onset_snaps_to_the_energy_rise() -> None:
     assert w["start"] == pytest.approx(0.73, abs=1e-4) and w["onset"] == "energy"
     (far,) = refine_onsets([{"word": "a", "start": 0.4, "end": 0.5}], x, RATE, -45.0)
     assert far["start"] == 0.4 and far["onset"] == "asr"
+
+
+@pytest.mark.realtime
+async def test_runner_transcribes_in_its_worker(tmp_path: Path) -> None:
+    """`rig run --asr-model`: the runner's analysis worker writes words.jsonl and the
+    timing has word responses; the reference system answers in espeak-ng speech."""
+    from rig.cli.common import ws_factory
+    from rig.runner import RolloutSpec, Runner
+    from rig.scenarios.builtin import data_path
+    from rig.scenarios.fileformat import load_scenario_file
+    from rig.session import SessionConfig
+    from rig.sim.engine import SimConfig
+    from rig.sim.server import SimServer
+
+    reply = espeak(tmp_path, "It will be sunny.")
+    q = Path(data_path("timing")) / "question.wav"
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        f'[defaults]\nmax_s = 15.0\ndrain_quiet_s = 1.0\n[[items]]\nid = "tt"\n'
+        f'kind = "turn_taking"\nsteps = [{{ type = "turn", file = "{q}" }}, '
+        f'{{ type = "drain" }}]\n'
+    )
+    (item,) = load_scenario_file(str(scenario), RATE)
+    pcm = (np.clip(reply, -1, 1) * 32767).astype(np.int16)
+    server = SimServer(SimConfig(latency_ms=300), reply_audio=pcm)
+    url = await server.start()
+    try:
+        spec = RolloutSpec(
+            "tt",
+            item.plan,
+            ws_factory(url, "rig", RATE, {}),
+            {"url": url},
+            item.meta,
+            SessionConfig(max_s=15.0, start_lead_ms=50),
+        )
+        await Runner(str(tmp_path / "out"), run_id="r", asr_model=model()).run([spec])
+    finally:
+        await server.stop()
+    d = tmp_path / "out" / "r" / "rollouts" / "tt"
+    m = json.loads((d / "metrics.json").read_text())
+    assert (d / "words.jsonl").exists()
+    t = m["timing"]
+    assert t["asr"] == "on", t.get("asr_error")
+    (r,) = t["words"]["responses"]
+    assert r["first_word"] is not None and r["class"] == "answer"
+    # the first word starts where the reply's sound does (speech from its first sample)
+    (vad,) = t["responses"]
+    assert r["first_word_latency_ms"] == pytest.approx(vad["latency_ms"], abs=50)
