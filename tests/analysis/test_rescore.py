@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import soundfile as sf
 
 from rig.analysis.aggregate import aggregate, load_run
 from rig.analysis.rescore import merge_rules, parse_rule_args, rescore, verdict_changes
@@ -88,6 +89,11 @@ def test_default_rules_reproduce_the_stored_timing_exactly(run_dir: Path) -> Non
         assert after.metrics["pass"] == before.metrics["pass"]
     assert verdict_changes(stored, again) == []
     assert aggregate(again) == aggregate(stored)
+    # received.wav holds every downlink sample, back to back, in chunk order
+    d = run_dir / "rollouts" / "int"
+    rows = [json.loads(x) for x in (d / "chunks.jsonl").read_text().splitlines()]
+    n_down = sum(r["n_samples"] for r in rows if r["dir"] == "down")
+    assert n_down > 0 and sf.info(d / "received.wav").frames == n_down
 
 
 @pytest.mark.realtime
