@@ -88,10 +88,12 @@ DIALECTS: dict[str, str] = {"moshi": "opus"}
 MODULES: dict[str, str] = {
     "rig.sim.webrtc_server": "webrtc",
     "rig.transports.webrtc": "webrtc",
+    "rig.transports.webrtc.codec": "webrtc",
+    "rig.transports.webrtc.media": "webrtc",
     "rig.transports.webrtc.peer": "webrtc",
+    "rig.transports.webrtc.rtp": "webrtc",
     "rig.transports.webrtc.signalling": "webrtc",
     "rig.transports.webrtc.stats": "webrtc",
-    "rig.transports.webrtc.track": "webrtc",
     "rig.transports.webrtc.transport": "webrtc",
 }
 

@@ -7,17 +7,17 @@ media path differs. Signalling is a tiny HTTP/1.1 server on the given host (no a
     POST /api/offer   Pipecat SmallWebRTC style: {"sdp", "type"} -> {"sdp", "type", "pc_id"}
     DELETE /session/<n>
 
-Per connection:
-  uplink    every RTP packet is stamped where it leaves SRTP (the DTLS tap), decoded with the
-            sim's own Opus decoder right away (no jitter buffer: the "model" hears audio at
-            network arrival, as over WebSocket), held by the uplink delay line, then fed to
-            the engine. aiortc's own receiver still runs (for RTCP RR) and is drained.
+Per connection (media through `DirectAudio`, the rig's own RTP path, so the far end costs
+little CPU and a self-test on one machine measures the rig, not the reference system):
+  uplink    every RTP packet is stamped where it leaves SRTP, decoded with the sim's own Opus
+            decoder right away (no jitter buffer: the "model" hears audio at network arrival,
+            as over WebSocket), held by the uplink delay line, then fed to the engine.
   downlink  a continuous 20 ms Opus stream on the sim's own absolute grid: frame k carries
             the audio scheduled in [T0 + k*20 ms, T0 + (k+1)*20 ms) (silence when idle) and is
-            handed to aiortc at the end of that window. Reply chunks land in that timeline at
-            their due time (after the downlink delay line). The tap stamps each frame's RTP
-            packet on the wire; the first audible frame of a reply writes `reply_wire` to the
-            truth log: `onset_wire_ns` = frame wire time + onset offset inside the frame.
+            encoded and sent at the end of that window. Reply chunks land in that timeline at
+            their due time (after the downlink delay line). The first audible frame of a reply
+            writes `reply_wire` to the truth log: `onset_wire_ns` = the time its RTP packet
+            was handed to the OS + the onset's offset inside the frame.
 Data channels the client opens get the engine's events as JSON (`speech_started`,
 `speech_stopped`, `response.start`, `response.end`, `response.cancelled`, with the sim's
 `server_ts_ms`), like the WebSocket sim's text messages; `ping` keep-alives are ignored.
@@ -35,22 +35,30 @@ import json
 import random
 from typing import Any
 
-import av
 import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
-from aiortc.rtp import RtpPacket
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S, Clock
+from rig.errors import TransportError
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.netdelay import DelayLine
 from rig.sim.server import NetConfig, SimHost
-from rig.transports.webrtc.peer import PeerTap, gather_on, make_peer
-from rig.transports.webrtc.stats import RtcpLedger, rtp_diff
-from rig.transports.webrtc.track import OPUS_RATE, PushedAudioTrack
+from rig.transports.webrtc.codec import (
+    FRAME_SAMPLES,
+    OPUS_RATE,
+    OpusFrameDecoder,
+    OpusFrameEncoder,
+)
+from rig.transports.webrtc.media import DirectAudio
+from rig.transports.webrtc.peer import gather_on, make_peer
+from rig.transports.webrtc.rtp import BufferedFrame
 
-FRAME_SAMPLES = 960
+SIM_OPUS_COMPLEXITY = 2
+"""The sim's downlink encoder: cheap (about 70% of complexity 5's CPU) with the same onset
+fidelity; complexity 0 would smear noisy onsets up to 14 ms early (docs/webrtc.md)."""
+
 FRAME_NS = FRAME_SAMPLES * NS_PER_S // OPUS_RATE
 
 
@@ -65,26 +73,6 @@ _CHANNEL_EVENTS = {
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if isinstance(v, int | float | str | bool | None)}
-
-
-class OpusPacketDecoder:
-    """Decode one Opus RTP payload at a time (48 kHz, mono out)."""
-
-    def __init__(self) -> None:
-        self.codec = av.CodecContext.create("libopus", "r")
-        self.codec.format = "s16"
-        self.codec.layout = "stereo"
-        self.codec.sample_rate = OPUS_RATE
-
-    def decode(self, payload: bytes) -> Pcm16:
-        out = []
-        for frame in self.codec.decode(av.Packet(payload)):
-            data = frame.to_ndarray().reshape(-1)
-            ch = len(frame.layout.channels)
-            out.append(data[::ch] if ch > 1 else data)
-        if not out:
-            return np.zeros(0, np.int16)
-        return np.ascontiguousarray(np.concatenate(out), dtype=np.int16)
 
 
 class WebRtcSimServer(SimHost):
@@ -193,25 +181,17 @@ class _RtcSession:
         self.down_line = DelayLine(server.net.delay_down_ms, server.net.jitter_ms, rng)
         self.engine = SimEngine(server.cfg, server.reply_audio)
         self.pc: RTCPeerConnection = make_peer([])
-        self.out = PushedAudioTrack()
-        self.ledger = RtcpLedger(OPUS_RATE)
-        self.tap = PeerTap(
-            self.ledger,
-            clock=server.clock,
-            on_rtp_sent=self._on_rtp_sent,
-            on_rtp_received=self._on_rtp_received,
-            on_rtcp_events=self._on_rtcp,
+        self.media = DirectAudio(
+            server.clock, jitter_prefetch=0, on_frames=self._on_frames, on_rtcp_events=self._on_rtcp
         )
-        self.decoder = OpusPacketDecoder()
+        self.encoder = OpusFrameEncoder(complexity=SIM_OPUS_COMPLEXITY)
+        self.decoder = OpusFrameDecoder()
         self.up_q: asyncio.Queue[tuple[int, int, Pcm16, int] | None] = asyncio.Queue()
         self.tasks: list[asyncio.Task[Any]] = []
         self.closed = False
         self.t_start_ns = 0
         self.frames_out = 0
         self.pending: list[tuple[int, Pcm16, int, int]] = []  # (sample, pcm, response, seq)
-        self.onset_frames: dict[int, tuple[int, int]] = {}  # frame -> (response, offset)
-        self.origin_ts: int | None = None
-        self.sender_ssrc: int | None = None
         self.up_seq = 0
         self.started = False
         self._started: set[int] = set()
@@ -250,14 +230,15 @@ class _RtcSession:
                 await self.close()
 
         await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
-        pc.addTrack(self.out)
+        pc.addTrack(self.media.track)
+        audio = [tr for tr in pc.getTransceivers() if tr.kind == "audio"]
+        if not audio:
+            raise ValueError("the offer has no audio")
+        self.media.bind(audio[0])
         answer = await pc.createAnswer()
         with gather_on([self.s.host]):
             await pc.setLocalDescription(answer)
-        self.tap.attach_peer(pc)
-        for tr in pc.getTransceivers():
-            if tr.kind == "audio":
-                self.sender_ssrc = tr.sender._ssrc
+        self.media.attach(audio[0].sender.transport)
         self.s.truth.write("conn_open", self.now(), conn=self.conn, transport="webrtc")
         return str(pc.localDescription.sdp)
 
@@ -273,10 +254,13 @@ class _RtcSession:
 
     # --- uplink ----------------------------------------------------------------------------
 
-    def _on_rtp_received(self, packet: RtpPacket, t_ns: int) -> None:
-        pcm = self.decoder.decode(packet.payload)
-        if pcm.size:
-            self.up_q.put_nowait((self.up_line.release_ns(t_ns), t_ns, pcm, packet.timestamp))
+    def _on_frames(self, frames: list[BufferedFrame]) -> None:
+        for f in frames:
+            pcm = self.decoder.decode(f.payload)
+            if pcm.size:
+                self.up_q.put_nowait(
+                    (self.up_line.release_ns(f.arrival_ns), f.arrival_ns, pcm, f.rtp_ts)
+                )
 
     async def _uplink(self) -> None:
         while True:
@@ -303,6 +287,7 @@ class _RtcSession:
     # --- downlink --------------------------------------------------------------------------
 
     async def _downlink(self) -> None:
+        await self.media.negotiated.wait()  # aiortc starts the sender just after DTLS connects
         k = 0
         while True:
             t_tick = self.t_start_ns + (k + 1) * FRAME_NS
@@ -314,14 +299,22 @@ class _RtcSession:
                 release = self.down_line.release_ns(e.t_ns)
                 sample = round((release - self.t_start_ns) * OPUS_RATE / NS_PER_S)
                 self.pending.append((sample, e.pcm, e.response, e.seq))
-            self.out.push(self._frame(k))
+            frame, onset = self._frame(k)
+            for payload in self.encoder.encode(frame):
+                try:
+                    t_wire = await self.media.send(payload)
+                except TransportError:
+                    return  # the connection is gone; close() follows from its state change
+                if onset is not None:
+                    self._reply_wire(k, *onset, t_wire)
             k += 1
 
-    def _frame(self, k: int) -> Pcm16:
-        """Mix the pending reply audio that falls in frame k; remember where replies start."""
+    def _frame(self, k: int) -> tuple[Pcm16, tuple[int, int] | None]:
+        """Mix the pending reply audio that falls in frame k; (response, offset) of an onset."""
         lo, hi = k * FRAME_SAMPLES, (k + 1) * FRAME_SAMPLES
         frame = np.zeros(FRAME_SAMPLES, np.int16)
         keep: list[tuple[int, Pcm16, int, int]] = []
+        onset: tuple[int, int] | None = None
         for sample, pcm, resp, seq in self.pending:
             start = max(sample, lo)  # late chunks go out as soon as possible
             if start >= hi:
@@ -332,32 +325,26 @@ class _RtcSession:
             if resp not in self._started and np.any(pcm[:n]):
                 self._started.add(resp)
                 loud = int(np.flatnonzero(pcm[:n])[0])
-                self.onset_frames[k] = (resp, start - lo + loud)
+                if onset is None:
+                    onset = (resp, start - lo + loud)
             if n < pcm.size:
                 keep.append((start + n, pcm[n:], resp, seq))
         self.pending = keep
-        return frame
+        return frame, onset
 
-    def _on_rtp_sent(self, seq: int, rtp_ts: int, ssrc: int, t_ns: int) -> None:
-        if ssrc != self.sender_ssrc:
-            return
-        if self.origin_ts is None:
-            self.origin_ts = rtp_ts
-        k = rtp_diff(rtp_ts, self.origin_ts) // FRAME_SAMPLES
-        onset = self.onset_frames.pop(k, None)
-        if onset is not None:
-            resp, offset = onset
-            self.s.truth.write(
-                "reply_wire",
-                t_ns,
-                conn=self.conn,
-                response=resp,
-                frame=k,
-                offset_samples=offset,
-                frame_wire_ns=t_ns,
-                onset_wire_ns=t_ns + offset * NS_PER_S // OPUS_RATE,
-                frame_due_ns=self.t_start_ns + (k + 1) * FRAME_NS,
-            )
+    def _reply_wire(self, k: int, resp: int, offset: int, t_ns: int) -> None:
+        """Truth: the packet holding a reply's first audible sample left at `t_ns`."""
+        self.s.truth.write(
+            "reply_wire",
+            t_ns,
+            conn=self.conn,
+            response=resp,
+            frame=k,
+            offset_samples=offset,
+            frame_wire_ns=t_ns,
+            onset_wire_ns=t_ns + offset * NS_PER_S // OPUS_RATE,
+            frame_due_ns=self.t_start_ns + (k + 1) * FRAME_NS,
+        )
 
     def _on_rtcp(self, events: list[tuple[str, dict[str, Any], float | None]], t_ns: int) -> None:
         for kind, data, _ in events:
@@ -389,7 +376,7 @@ class _RtcSession:
         for t in self.tasks:
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        self.out.stop()
+        self.media.track.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pc.close(), 5)
         self.s.state.active -= 1

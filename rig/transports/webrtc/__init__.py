@@ -1,4 +1,4 @@
-"""WebRTC transport (aiortc): see transport.py for timing, peer.py for ICE and taps."""
+"""WebRTC transport (aiortc): transport.py for timing, media.py for RTP, peer.py for ICE."""
 
 from rig.transports.webrtc.signalling import get_signalling
 from rig.transports.webrtc.transport import WebRtcTransport, target_host

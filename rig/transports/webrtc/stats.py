@@ -23,6 +23,8 @@ from typing import Any
 
 from aiortc.rtp import AnyRtcpPacket, RtcpRrPacket, RtcpSrPacket
 
+from rig.core.units import NS_PER_S
+
 NTP_UNIX_OFFSET_S = 2_208_988_800
 """Seconds from the NTP epoch (1900) to the Unix epoch (1970)."""
 
@@ -33,6 +35,12 @@ def ntp_to_unix_ms(ntp: int) -> float:
     """A 64-bit NTP timestamp as Unix milliseconds."""
     seconds = (ntp >> 32) - NTP_UNIX_OFFSET_S
     return seconds * 1000.0 + (ntp & 0xFFFF_FFFF) * 1000.0 / (1 << 32)
+
+
+def unix_ns_to_ntp(unix_ns: int) -> int:
+    """Unix time in ns as a 64-bit NTP timestamp (seconds since 1900, 32.32 fixed point)."""
+    seconds, frac_ns = divmod(unix_ns, NS_PER_S)
+    return ((seconds + NTP_UNIX_OFFSET_S) << 32) | (frac_ns << 32) // NS_PER_S
 
 
 def rtp_diff(a: int, b: int) -> int:
@@ -49,6 +57,7 @@ class SenderMapping:
     server_ms: float
     rtp_ts: int
     t_ns: int
+    lsr: int = 0  # middle 32 bits of its NTP time: what our report block quotes back
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +100,10 @@ class RtcpLedger:
                 self.sr_received += 1
                 info = p.sender_info
                 server_ms = ntp_to_unix_ms(info.ntp_timestamp)
-                self.mappings[p.ssrc] = SenderMapping(p.ssrc, server_ms, info.rtp_timestamp, t_ns)
+                lsr = (info.ntp_timestamp >> 16) & 0xFFFF_FFFF
+                self.mappings[p.ssrc] = SenderMapping(
+                    p.ssrc, server_ms, info.rtp_timestamp, t_ns, lsr
+                )
                 out.append(
                     (
                         "rtcp.sr",

@@ -1,18 +1,19 @@
 """WebRTC transport: one aiortc peer connection to a system, paced by the rig.
 
-Uplink: `send_audio` pushes one frame into `PushedAudioTrack` (aiortc's sender loop takes it,
-encodes Opus in a worker thread, sends RTP) and waits until the tap at the DTLS layer sees
-the RTP packet carrying it leave for the socket: that shared-clock time is the send time,
-so send lateness includes encoding. A frame the encoder holds back (frame sizes that are
-not 20 ms) is stamped by the next packet that goes out. If no packet shows up within
-`wire_timeout_s`, the hand-off time is returned and counted in `wire_timeouts`.
+Uplink: `send_audio` encodes the frame (libopus, `codec.OpusFrameEncoder`) and sends its RTP
+packet through SRTP and ICE in the same task (`media.DirectAudio.send`); the time `sendto`
+returned is the send time, so send lateness includes encoding, packetisation and SRTP, and
+no queue or task switch sits between the pacer and the socket. With 20 ms frames at 48 kHz
+(the default) every frame is one packet; other frame sizes are buffered to 20 ms, and a
+frame that completed no packet returns its hand-off time.
 
-Downlink: each decoded frame is stamped (`t_ns`) the moment aiortc's receiver track hands it
-over. Before that it waited in aiortc's jitter buffer (audio: 4 frames of prefetch, so about
-80 ms at 20 ms packets) and decoder thread. The tap stamps the RTP packet's arrival at the
-socket, so each `DownAudio.extra` carries `rtp_ts`, `pkt_arrival_ns` and `jb_ms` (jitter
-buffer + decode, a rig-local delay kept out of the network and system shares), and
-`server_ts_ms` maps the RTP timestamp onto the sender's clock once its first RTCP SR came.
+Downlink: every RTP packet is stamped on the shared clock where it leaves SRTP
+(`pkt_arrival_ns`) and filed in the rig's jitter buffer (`jitter_prefetch` packets, default
+4 like aiortc's, so 80 ms at 20 ms packets). A frame's `t_ns` is its release from that
+buffer, the moment a buffered listener could play it; `jb_ms` = release - arrival is
+recorded per chunk and kept out of the network and system shares. Frames are decoded when
+`receive()` hands them over, off the packet path; `server_ts_ms` maps the RTP timestamp
+onto the sender's clock once its first RTCP SR came.
 
 Quiet frames: WebRTC senders stream continuously, silence included. Decoded frames whose
 peak is at most `quiet_peak` (default 16, about -66 dBFS) are counted (`quiet_frames`) but
@@ -27,27 +28,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import numpy as np
 import soxr
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
-from aiortc.rtp import RtpPacket
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
 from rig.transports.base import Transport
-from rig.transports.webrtc.peer import PeerTap, gather_on, is_loopback_host, make_peer
+from rig.transports.webrtc.codec import OPUS_RATE, OpusFrameDecoder, OpusFrameEncoder
+from rig.transports.webrtc.media import DirectAudio
+from rig.transports.webrtc.peer import gather_on, is_loopback_host, make_peer
+from rig.transports.webrtc.rtp import BufferedFrame
 from rig.transports.webrtc.signalling import Signalling
-from rig.transports.webrtc.stats import RtcpLedger, percentile, rtp_diff
-from rig.transports.webrtc.track import OPUS_RATE, PushedAudioTrack
+from rig.transports.webrtc.stats import percentile, rtp_diff
 
 OPUS_LOOKAHEAD_SAMPLES = 312
 """libopus encoder lookahead at 48 kHz (6.5 ms): decoded audio trails the source by this."""
@@ -62,13 +63,9 @@ def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
         transceiver.setCodecPreferences(opus)
 
 
-def to_mono(frame: Any) -> Pcm16:
-    """A decoded av frame (packed s16, mono or stereo) as mono int16."""
-    data = frame.to_ndarray()
-    channels = len(frame.layout.channels)
-    if channels == 1:
-        return np.ascontiguousarray(data.reshape(-1), dtype=np.int16)
-    return np.ascontiguousarray(data.reshape(-1)[::channels], dtype=np.int16)
+def peak(pcm: Pcm16) -> int:
+    """Largest |sample| (two reductions, no temporary array)."""
+    return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
 class WebRtcTransport(Transport):
@@ -83,12 +80,13 @@ class WebRtcTransport(Transport):
         ice_servers: list[str] | None = None,
         host_addresses: list[str] | None = None,
         connect_timeout_s: float = 10.0,
-        wire_timeout_s: float = 0.05,
         stats_interval_s: float = 1.0,
         jitter_prefetch: int | None = None,
         open_gate: asyncio.Semaphore | None = None,
         target_host: str | None = None,
         quiet_peak: int | None = 16,
+        opus_complexity: int = 5,
+        opus_bitrate: int = 64_000,
     ) -> None:
         self.signalling = signalling
         self.clock = clock
@@ -98,22 +96,21 @@ class WebRtcTransport(Transport):
             host_addresses = ["127.0.0.1"]
         self.host_addresses = host_addresses
         self.connect_timeout_s = connect_timeout_s
-        self.wire_timeout_s = wire_timeout_s
         self.stats_interval_s = stats_interval_s
         self.jitter_prefetch = jitter_prefetch
         self.quiet_peak = quiet_peak
         self.quiet_frames = 0
         self.open_gate = open_gate
         self.pc: RTCPeerConnection | None = None
-        self.track = PushedAudioTrack()
-        self.ledger = RtcpLedger(OPUS_RATE)
-        self.tap = PeerTap(
-            self.ledger,
-            clock=clock,
-            on_rtp_sent=self._on_rtp_sent,
-            on_rtp_received=self._on_rtp_received,
+        self.encoder = OpusFrameEncoder(opus_bitrate, opus_complexity)
+        self.decoder = OpusFrameDecoder()
+        self.media = DirectAudio(
+            clock,
+            jitter_prefetch=4 if jitter_prefetch is None else jitter_prefetch,
+            on_frames=self._on_frames,
             on_rtcp_events=self._on_rtcp_events,
         )
+        self.ledger = self.media.ledger
         self._resampler = (
             None
             if uplink_rate == OPUS_RATE
@@ -126,13 +123,8 @@ class WebRtcTransport(Transport):
         self._failed: str | None = None
         self._opened = False
         self._closed = False
-        self._sender_ssrc: int | None = None
-        self._waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
-        self._push_index = 0
-        self._remote_ssrc: int | None = None
-        self._remote_origin: int | None = None
-        self._arrivals: OrderedDict[int, int] = OrderedDict()
-        self.wire_timeouts = 0
+        self.frames_sent = 0
+        self.packets_sent = 0
         self.send_cost_ns: deque[int] = deque(maxlen=2000)
         self.jb_ns: deque[int] = deque(maxlen=2000)
         self.down_frames = 0
@@ -153,7 +145,8 @@ class WebRtcTransport(Transport):
     async def _open(self) -> None:
         t0 = self.clock.now_ns()
         pc = self.pc = make_peer(self.ice_servers)
-        transceiver = pc.addTransceiver(self.track, direction="sendrecv")
+        transceiver = pc.addTransceiver("audio", direction="sendrecv")
+        self.media.bind(transceiver)
         prefer_opus(pc, transceiver)
         for label in self.signalling.channels:
             self._add_channel(pc.createDataChannel(label))
@@ -161,7 +154,7 @@ class WebRtcTransport(Transport):
         @pc.on("track")
         def on_track(track: MediaStreamTrack) -> None:
             if track.kind == "audio":
-                self._tasks.append(asyncio.create_task(self._read_audio(track)))
+                self._tasks.append(asyncio.create_task(self._watch_track(track)))
 
         @pc.on("connectionstatechange")
         def on_state() -> None:
@@ -183,11 +176,7 @@ class WebRtcTransport(Transport):
             raise
         except (ValueError, OSError) as exc:
             raise TransportError(f"WebRTC negotiation failed: {exc}") from exc
-        self.tap.attach_peer(pc)
-        self._sender_ssrc = transceiver.sender._ssrc
-        if self.jitter_prefetch is not None:
-            jb = getattr(transceiver.receiver, "_RTCRtpReceiver__jitter_buffer")  # noqa: B009
-            jb._prefetch = self.jitter_prefetch
+        self.media.attach(transceiver.sender.transport)
         try:
             await asyncio.wait_for(self._connected.wait(), self.connect_timeout_s)
         except TimeoutError:
@@ -197,6 +186,10 @@ class WebRtcTransport(Transport):
             ) from None
         if self._failed:
             raise TransportError(self._failed)
+        try:  # aiortc starts the sender right after DTLS connects, in its own task
+            await asyncio.wait_for(self.media.negotiated.wait(), self.connect_timeout_s)
+        except TimeoutError:
+            raise TransportError("connected, but aiortc never started an audio sender") from None
         self.connect_ms = round((self.clock.now_ns() - t0) / 1e6, 3)
         if self.signalling.keepalive is not None:
             self._tasks.append(asyncio.create_task(self._keepalive(*self.signalling.keepalive)))
@@ -251,28 +244,13 @@ class WebRtcTransport(Transport):
         t_hand = self.clock.now_ns()
         if self._resampler is not None:
             pcm = self._resampler.resample_chunk(pcm)
-            if pcm.size == 0:
-                return t_hand
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiters.append((self._push_index, fut))
-        self._push_index += 1
-        self.track.push(pcm)
-        try:
-            t_wire = await asyncio.wait_for(asyncio.shield(fut), self.wire_timeout_s)
-        except TimeoutError:
-            self.wire_timeouts += 1
-            return t_hand
+        t_wire = t_hand
+        for payload in self.encoder.encode(pcm):
+            t_wire = await self.media.send(payload)
+            self.packets_sent += 1
+        self.frames_sent += 1
         self.send_cost_ns.append(t_wire - t_hand)
         return t_wire
-
-    def _on_rtp_sent(self, seq: int, rtp_ts: int, ssrc: int, t_ns: int) -> None:
-        if ssrc != self._sender_ssrc:
-            return
-        taken = self.track.taken
-        while self._waiters and self._waiters[0][0] < taken:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(t_ns)
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
         msgs = self.signalling.encode_event(kind, data)
@@ -291,16 +269,9 @@ class WebRtcTransport(Transport):
 
     # --- downlink -------------------------------------------------------------------------
 
-    def _on_rtp_received(self, packet: RtpPacket, t_ns: int) -> None:
-        rtp_ts, ssrc = packet.timestamp, packet.ssrc
-        if self._remote_ssrc is None:
-            self._remote_ssrc = ssrc
-            self._remote_origin = rtp_ts
-        if ssrc != self._remote_ssrc or rtp_ts in self._arrivals:
-            return
-        self._arrivals[rtp_ts] = t_ns
-        while len(self._arrivals) > 512:
-            self._arrivals.popitem(last=False)
+    def _on_frames(self, frames: list[BufferedFrame]) -> None:
+        for f in frames:  # decoded when receive() hands them over, off the packet path
+            self._queue.put_nowait(f)
 
     def _on_rtcp_events(
         self, events: list[tuple[str, dict[str, Any], float | None]], t_ns: int
@@ -308,42 +279,37 @@ class WebRtcTransport(Transport):
         for kind, data, server_ms in events:
             self._queue.put_nowait(DownEvent(kind, t_ns, data, server_ms))
 
-    async def _read_audio(self, track: MediaStreamTrack) -> None:
-        while True:
-            try:
-                frame: Any = await track.recv()
-            except MediaStreamError:
-                self._queue.put_nowait(_END)
-                return
-            t_ns = self.clock.now_ns()
-            pcm = to_mono(frame)
-            extra: dict[str, Any] = {"pts": frame.pts}
-            server_ms = None
-            if self._remote_origin is not None and frame.pts is not None:
-                rtp_ts = (self._remote_origin + int(frame.pts)) & 0xFFFF_FFFF
-                extra["rtp_ts"] = rtp_ts
-                arrival = self._arrivals.get(rtp_ts)
-                if arrival is not None:
-                    extra["pkt_arrival_ns"] = arrival
-                    extra["jb_ms"] = round((t_ns - arrival) / 1e6, 3)
-                    self.jb_ns.append(t_ns - arrival)
-                if self._remote_ssrc is not None:
-                    server_ms = self.ledger.rtp_to_server_ms(self._remote_ssrc, rtp_ts)
-            self.down_frames += 1
-            if self.quiet_peak is not None and (
-                pcm.size == 0 or int(np.abs(pcm.astype(np.int32)).max()) <= self.quiet_peak
-            ):
-                self.quiet_frames += 1
-                continue
-            self._queue.put_nowait(
-                DownAudio(
-                    pcm,
-                    int(frame.sample_rate),
-                    t_ns,
-                    None if server_ms is None else round(server_ms, 3),
-                    extra,
-                )
-            )
+    async def _watch_track(self, track: MediaStreamTrack) -> None:
+        """aiortc's receiving track carries no media here; it ends when the far end does."""
+        with contextlib.suppress(MediaStreamError):
+            while True:
+                await track.recv()
+        self._queue.put_nowait(_END)
+
+    def _audio(self, f: BufferedFrame) -> DownAudio | None:
+        """Decode one released frame; None when it is quiet (counted, not yielded)."""
+        pcm = self.decoder.decode(f.payload)
+        self.down_frames += 1
+        if self.quiet_peak is not None and peak(pcm) <= self.quiet_peak:
+            self.quiet_frames += 1
+            return None
+        self.jb_ns.append(f.release_ns - f.arrival_ns)
+        media = self.media
+        assert media.remote_origin is not None and media.remote_ssrc is not None
+        extra = {
+            "pts": rtp_diff(f.rtp_ts, media.remote_origin),
+            "rtp_ts": f.rtp_ts,
+            "pkt_arrival_ns": f.arrival_ns,
+            "jb_ms": round((f.release_ns - f.arrival_ns) / 1e6, 3),
+        }
+        server_ms = self.ledger.rtp_to_server_ms(media.remote_ssrc, f.rtp_ts)
+        return DownAudio(
+            pcm,
+            OPUS_RATE,
+            f.release_ns,
+            None if server_ms is None else round(server_ms, 3),
+            extra,
+        )
 
     async def _stats_loop(self) -> None:
         while True:
@@ -353,15 +319,16 @@ class WebRtcTransport(Transport):
     def stats(self) -> dict[str, Any]:
         cost = [x / 1e6 for x in self.send_cost_ns]
         jb = [x / 1e6 for x in self.jb_ns]
+        media = self.media
         return {
-            "frames_pushed": self.track.pushed,
-            "frames_taken": self.track.taken,
-            "frames_dropped": self.track.dropped,
-            "rtp_sent": self.tap.rtp_sent,
-            "rtp_received": self.tap.rtp_received,
+            "frames_sent": self.frames_sent,
+            "rtp_sent": self.packets_sent,
+            "rtp_received": media.rtp_received,
+            "rtp_lost": media.stats.lost,
+            "rtp_late": media.jitter.late,
+            "jitter_ms": round(media.stats.jitter * 1000 / OPUS_RATE, 3),
             "frames_decoded": self.down_frames,
             "quiet_frames": self.quiet_frames,
-            "wire_timeouts": self.wire_timeouts,
             "send_cost_ms_p50": percentile(cost, 50),
             "send_cost_ms_p99": percentile(cost, 99),
             "jb_ms_p50": percentile(jb, 50),
@@ -377,6 +344,11 @@ class WebRtcTransport(Transport):
                     raise TransportError(self._failed)
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
+            if isinstance(item, BufferedFrame):
+                audio = self._audio(item)
+                if audio is not None:
+                    yield audio
+                continue
             if isinstance(item, RigError):
                 raise item
             yield item
@@ -392,7 +364,7 @@ class WebRtcTransport(Transport):
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self.track.stop()
+        self.media.track.stop()
         if self.pc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.pc.close(), 5.0)
@@ -404,12 +376,13 @@ class WebRtcTransport(Transport):
             "kind": "webrtc",
             "signalling": self.signalling.describe(),
             "codec": "opus/48000",
+            "opus": self.encoder.describe(),
             "uplink_rate": self.uplink_rate,
             "ice_servers": [s.split("?")[0] for s in self.ice_servers],
             "host_addresses": self.host_addresses,
-            "jitter_prefetch": self.jitter_prefetch,
+            "jitter_prefetch": self.media.jitter.prefetch,
             "quiet_peak": self.quiet_peak,
-            "wire_timeout_s": self.wire_timeout_s,
+            "media": "direct RTP (rig-paced), aiortc for ICE/DTLS/SRTP/RTCP",
         }
 
 

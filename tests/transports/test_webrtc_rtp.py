@@ -1,0 +1,183 @@
+"""The rig's own RTP pieces (sans-I/O) and Opus settings, checked against aiortc and libopus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
+from aiortc.rtp import HeaderExtensionsMap, RtpPacket
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rig.errors import ConfigError
+from rig.transports.webrtc.codec import FRAME_SAMPLES, OpusFrameDecoder, OpusFrameEncoder
+from rig.transports.webrtc.rtp import (
+    JitterBuffer,
+    RtpPacketizer,
+    RtpReceiveStats,
+    parse_rtp,
+    seq_newer,
+)
+from rig.transports.webrtc.stats import ntp_to_unix_ms, unix_ns_to_ntp
+
+MID_URI = "urn:ietf:params:rtp-hdrext:sdes:mid"
+
+
+def _aiortc_map() -> HeaderExtensionsMap:
+    m = HeaderExtensionsMap()
+    m.configure(RTCRtpParameters(headerExtensions=[RTCRtpHeaderExtensionParameters(1, MID_URI)]))
+    return m
+
+
+def test_packets_parse_in_aiortc_with_the_mid_and_wrap_seq_and_timestamp() -> None:
+    pz = RtpPacketizer(
+        0xDEADBEEF, 111, sequence=0xFFFE, timestamp=0xFFFF_FC00, extensions=[(1, b"0")]
+    )
+    payloads = [bytes([k]) * (10 + k) for k in range(4)]
+    raw = [pz.packet(p, 960, marker=k == 0) for k, p in enumerate(payloads)]
+    for k, data in enumerate(raw):
+        p = RtpPacket.parse(data, _aiortc_map())
+        assert p.payload_type == 111 and p.ssrc == 0xDEADBEEF
+        assert p.sequence_number == (0xFFFE + k) & 0xFFFF
+        assert p.timestamp == (0xFFFF_FC00 + 960 * k) & 0xFFFF_FFFF
+        assert p.extensions.mid == "0"
+        assert p.payload == payloads[k] and p.marker == (k == 0)
+        h = parse_rtp(data)
+        assert data[h.payload_offset : h.payload_end] == payloads[k]
+        assert (h.sequence, h.timestamp, h.ssrc) == (p.sequence_number, p.timestamp, p.ssrc)
+    assert pz.packets == 4 and pz.octets == sum(map(len, payloads))
+    assert pz.last_timestamp == (0xFFFF_FC00 + 3 * 960) & 0xFFFF_FFFF
+
+
+def test_parse_reads_aiortcs_packets_with_csrc_padding_and_extensions() -> None:
+    p = RtpPacket(payload_type=96, sequence_number=7, timestamp=123, ssrc=9, payload=b"abc")
+    p.csrc = [1, 2]
+    p.extensions.mid = "audio"
+    p.padding_size = 3
+    h = parse_rtp(p.serialize(_aiortc_map()))
+    data = p.serialize(_aiortc_map())
+    assert data[h.payload_offset : h.payload_end] == b"abc"
+    assert (h.payload_type, h.sequence, h.timestamp, h.ssrc) == (96, 7, 123, 9)
+    for bad in (b"\x80" * 5, b"\x40" + b"\x00" * 11, b"\x90" + b"\x00" * 11):
+        with pytest.raises(ValueError):
+            parse_rtp(bad)
+
+
+def test_jitter_buffer_holds_prefetch_packets_and_reorders() -> None:
+    jb = JitterBuffer(prefetch=4)
+    out = []
+    order = [10, 12, 11, 13, 14, 15, 16]
+    for k, seq in enumerate(order):
+        out += [(f.sequence, f.release_ns) for f in jb.add(seq, seq * 960, b"x", k * 20)]
+    # 10 leaves when 14 arrives (four newer), 11 with 15, 12 with 16: in order, reordered
+    assert out == [(10, 80), (11, 100), (12, 120)]
+    assert jb.lost == jb.late == 0 and len(jb) == 4
+
+
+def test_jitter_buffer_gives_up_on_loss_and_drops_late_and_duplicates() -> None:
+    jb = JitterBuffer(prefetch=2)
+    released = []
+    for seq in [100, 101, 103, 104, 105]:  # 102 lost
+        released += [f.sequence for f in jb.add(seq, 0, b"", 0)]
+    assert released == [100, 101, 103]
+    assert jb.lost == 1
+    assert jb.add(102, 0, b"", 0) == [] and jb.late == 1  # its turn passed
+    assert jb.add(105, 0, b"", 0) == [] and jb.duplicates == 1
+
+
+def test_jitter_buffer_prefetch_zero_releases_at_arrival_across_a_wrap() -> None:
+    jb = JitterBuffer(prefetch=0)
+    got = [f.sequence for s in (0xFFFE, 0xFFFF, 0, 1) for f in jb.add(s, 0, b"", s)]
+    assert got == [0xFFFE, 0xFFFF, 0, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(list(range(40))), st.integers(0, 6), st.integers(0, 0xFFFF))
+def test_jitter_buffer_releases_in_order_each_at_most_once(
+    perm: list[int], prefetch: int, base: int
+) -> None:
+    jb = JitterBuffer(prefetch=prefetch)
+    out = [f.sequence for k in perm for f in jb.add((base + k) & 0xFFFF, k, b"", 0)]
+    ext = [(s - base) & 0xFFFF for s in out]
+    assert ext == sorted(set(ext))  # in order, no duplicates
+    # each packet was released, given up, is still held, or came late (after being given up,
+    # or before the first packet seen, where the stream starts)
+    accounted = len(out) + jb.lost + len(jb)
+    assert accounted <= 40 <= accounted + jb.late
+
+
+def test_receive_stats_loss_jitter_and_extended_sequence() -> None:
+    s = RtpReceiveStats(48_000)
+    t_ns = 0
+    for k, seq in enumerate([65534, 65535, 0, 2, 3]):  # wraps; seq 1 lost
+        t_ns = k * 20_000_000 + (5_000_000 if k == 2 else 0)  # one packet 5 ms late
+        s.add(seq, (seq if seq > 100 else seq + 65536) * 960 & 0xFFFF_FFFF, t_ns)
+    assert s.extended_max == 65536 + 3
+    assert s.expected == 6 and s.received == 5 and s.lost == 1
+    assert s.take_fraction_lost() == 256 // 6
+    assert s.take_fraction_lost() == 0  # a new interval
+    # RFC 3550 A.8: the 5 ms excursion (240 ticks at 48 kHz) enters at 1/16 per sample
+    assert 0 < s.jitter < 240
+    assert seq_newer(0, 65535) and not seq_newer(65535, 0)
+
+
+def test_opus_encoder_one_packet_per_20_ms_and_buffers_partial_frames() -> None:
+    x = (8000 * np.sin(np.arange(FRAME_SAMPLES * 10) * 0.05)).astype(np.int16)
+    enc = OpusFrameEncoder()
+    assert [len(enc.encode(x[k * 960 : (k + 1) * 960])) for k in range(10)] == [1] * 10
+    enc2 = OpusFrameEncoder()
+    counts = [len(enc2.encode(x[k : k + 441])) for k in range(0, x.size, 441)]
+    assert sum(counts) == 10 and max(counts) == 1
+    assert enc.describe()["dtx"] is False and enc.describe()["complexity"] == 5
+    with pytest.raises(ConfigError):
+        OpusFrameEncoder(complexity=11)
+    with pytest.raises(ConfigError, match="transient"):
+        OpusFrameEncoder(complexity=0)
+    with pytest.raises(ConfigError):
+        OpusFrameEncoder(application="music")
+
+
+@pytest.mark.parametrize(("application", "complexity"), [("audio", 5), ("audio", 2), ("voip", 5)])
+def test_opus_settings_keep_the_312_sample_lookahead(application: str, complexity: int) -> None:
+    """decompose.py subtracts 6.5 ms of codec lookahead: every setting offered must have it."""
+    rng = np.random.default_rng(0)
+    x = (6000 * rng.standard_normal(960 * 30)).clip(-30000, 30000).astype(np.int16)
+    enc, dec = OpusFrameEncoder(complexity=complexity, application=application), OpusFrameDecoder()
+    y = np.concatenate([dec.decode(p) for k in range(30) for p in enc.encode(x[k * 960 :][:960])])
+    yf, xf = y.astype(float), x.astype(float)
+    lag = max(
+        range(600), key=lambda lag: float(np.dot(yf[lag + 2000 : lag + 20000], xf[2000:20000]))
+    )
+    assert lag == 312
+    assert y.dtype == np.int16 and y.size == x.size
+
+
+@pytest.mark.parametrize("complexity", [2, 5, 10])
+def test_a_noisy_onset_decodes_no_more_than_2_ms_early(complexity: int) -> None:
+    """Pre-echo bound for the settings the rig and the sim use (complexity 0 reached 14 ms)."""
+    rng = np.random.default_rng(0)
+    noise = (rng.standard_normal(24_000) * 2900).astype(np.int16)
+    for offset in (100, 400, 700, 900):
+        x = np.zeros(960 * 20, np.int16)
+        onset = 960 * 8 + offset
+        x[onset:] = noise[: x.size - onset]
+        enc, dec = OpusFrameEncoder(complexity=complexity), OpusFrameDecoder()
+        y = np.concatenate(
+            [dec.decode(p) for k in range(20) for p in enc.encode(x[k * 960 :][:960])]
+        )
+        first = int(np.flatnonzero(np.abs(y.astype(np.int32)) > 327)[0])  # -40 dBFS
+        assert -96 <= first - 312 - onset <= 5, (offset, first - 312 - onset)
+
+
+def test_sender_report_ntp_time_round_trips_through_unix_ns() -> None:
+    # aiortc's own conversion of the same instant (datetime -> NTP) agrees to the microsecond
+    import datetime
+
+    from aiortc.clock import datetime_to_ntp
+
+    unix_ns = 1_767_225_600_123_456_000  # 2026-01-01 00:00:00.123456 UTC
+    ntp = unix_ns_to_ntp(unix_ns)
+    dt = datetime.datetime.fromtimestamp(unix_ns // 1000 / 1e6, datetime.UTC)
+    assert abs(ntp - datetime_to_ntp(dt)) <= (1 << 32) // 1_000_000
+    assert ntp_to_unix_ms(ntp) == pytest.approx(unix_ns / 1e6, abs=1e-3)
+    assert ntp >> 32 == unix_ns // 1_000_000_000 + 2_208_988_800
