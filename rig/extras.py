@@ -66,11 +66,17 @@ EXTRAS: dict[str, Extra] = {
         ),
         Extra("mqtt", ("aiomqtt>=2.0",), ("aiomqtt",), "--mqtt, --device-clock, rig watch"),
         Extra("plot", ("matplotlib>=3.7",), ("matplotlib",), "rig plot"),
+        Extra(
+            "asr",
+            ("faster-whisper>=1.0",),
+            ("faster_whisper", "ctranslate2"),
+            "word-level onsets (rig run --asr-model)",
+        ),
     )
 }
 
 #: `pip install 'rig-voice[all]'`: every extra that installs from wheels (not pyaudio)
-ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot")
+ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "asr")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend

@@ -106,10 +106,13 @@ class Runner:
         force_resume: bool = False,
         tolerance: TimingTolerance | None = None,
         manifest_name: str = "manifest.json",
+        asr_model: str | None = None,
     ) -> None:
         self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
         #: what the rig tolerates of its own timing before a rollout is not timing_valid
         self.tolerance = tolerance or TimingTolerance()
+        #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
+        self.asr_model = asr_model
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -392,6 +395,7 @@ class Runner:
                             log,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
+                            asr_model=self.asr_model,
                         ),
                     ),
                     self.analysis_timeout_s,

@@ -44,6 +44,7 @@ LAZY_OK = {
     "pyaudio",  # extra: pyaudio
     "aiomqtt",  # extra: mqtt
     "matplotlib",  # extra: plot
+    "faster_whisper",  # extra: asr
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc

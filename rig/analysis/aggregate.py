@@ -7,8 +7,10 @@ bad rollout: a missing file counts as status `missing`, an unparseable one as `c
 (with the reason in `problems`). Attempts moved aside on resume (`<id>.failed-N`) are not
 rollouts: they count as that rollout's `retries`. `aggregate` groups rollouts by the
 `scenario` and `item` fields of their metrics (absent: `default`) and reports, per group:
-n, status counts, response latency (median, IQR, bootstrap CI of the median), pass rate
-of the category's rule, and the latency decomposition components when present. Per
+n, status counts, response latency (median, IQR, bootstrap CI of the median; p90 and p95
+with percentile-bootstrap CIs), rates with Wilson intervals (pass rate of the category's
+rule, interruption success per barge-in, backchannel rate per `backchannel` rollout), and
+the latency decomposition components when present. Per
 scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
 pass for independent data.
 Latencies come only from rollouts whose status is in `statuses` (default: `ok`) and whose
@@ -33,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rig.analysis.rollout import read_json
-from rig.analysis.stats import median, summarize
+from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
@@ -140,6 +142,8 @@ def _group_report(
         lat += vals
         clusters += [_label(r.metrics, "item")] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
+    yielded, bc = _event_rates(used)
+    level = ci.get("confidence", 0.95)
     components: dict[str, Any] = {}
     for key in COMPONENTS:
         vals, errs = [], []
@@ -151,19 +155,42 @@ def _group_report(
             s = summarize(vals, seed=seed, **ci)
             s["err_ms_median"] = median(errs)
             components[key] = s
+    cl = None if per_item else clusters
+    latency = summarize(lat, seed=seed, clusters=cl, **ci)
+    if lat:
+        latency |= tail_percentiles(lat, seed=seed, clusters=cl, **ci)
     return {
         "n": len(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
         "timing_invalid": sum(timing_invalid(r) for r in rows),
-        "latency_ms": summarize(lat, seed=seed, clusters=None if per_item else clusters, **ci),
+        "latency_ms": latency,
         "n_items": len(set(_label(r.metrics, "item") for r in rows)),
-        "pass": {
-            "evaluated": len(verdicts),
-            "passed": sum(verdicts),
-            "rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
-        },
+        "pass": rate(sum(verdicts), len(verdicts), level),
+        "interruption_success": rate(sum(yielded), len(yielded), level),
+        "backchannel_rate": rate(sum(bc), len(bc), level),
         "components": components,
     }
+
+
+def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool]]:
+    """Per barge-in: yielded within the rollout's yield_max_s (by its yield_from); per
+    rollout of kind `backchannel`: at least one system backchannel."""
+    yielded: list[bool] = []
+    bc: list[bool] = []
+    for r in used:
+        t = r.metrics.get("timing")
+        if not isinstance(t, dict) or "error" in t:
+            continue
+        raw = t.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        max_ms = 1000.0 * float(params.get("yield_max_s", 1.0))
+        for y in t.get("yields") or []:
+            if isinstance(y, dict):
+                ms = y.get("yield_ms")
+                yielded.append(isinstance(ms, int | float) and ms <= max_ms)
+        if t.get("kind") == "backchannel":
+            bc.append(bool(t.get("backchannels")))
+    return yielded, bc
 
 
 def aggregate(
@@ -232,8 +259,12 @@ CSV_FIELDS: tuple[str, ...] = (
     "latency_iqr_ms",
     "latency_ci_low_ms",
     "latency_ci_high_ms",
+    "latency_p90_ms",
+    "latency_p95_ms",
     "pass_evaluated",
     "pass_rate",
+    "pass_ci_low",
+    "pass_ci_high",
     *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
 )
@@ -257,8 +288,12 @@ def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "latency_iqr_ms": lat.get("iqr"),
             "latency_ci_low_ms": lat.get("ci_low"),
             "latency_ci_high_ms": lat.get("ci_high"),
+            "latency_p90_ms": lat.get("p90"),
+            "latency_p95_ms": lat.get("p95"),
             "pass_evaluated": g["pass"]["evaluated"],
             "pass_rate": g["pass"]["rate"],
+            "pass_ci_low": g["pass"].get("ci_low"),
+            "pass_ci_high": g["pass"].get("ci_high"),
         }
         for c in COMPONENTS:
             comp = g["components"].get(c, {})
@@ -305,7 +340,8 @@ def render_table(report: dict[str, Any]) -> Any:
         ("latency p50 ms", "right"),
         ("IQR ms", "right"),
         ("95% CI ms", "right"),
-        ("pass", "right"),
+        ("p95 ms [CI]", "right"),
+        ("pass [Wilson CI]", "right"),
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for sc in report["scenarios"]:
@@ -328,6 +364,12 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
     )
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
+    if p.get("ci_low") is not None:
+        passed += f" [{100 * p['ci_low']:.0f}–{100 * p['ci_high']:.0f}%]"
+    p95_ci = lat.get("p95_ci")
+    p95 = _fmt(lat.get("p95"))
+    if p95_ci:
+        p95 += f" [{_fmt(p95_ci[0])}–{_fmt(p95_ci[1])}]"
     status = Text(" ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items())))
     if g.get("timing_invalid"):
         status.append(f" timing-invalid={g['timing_invalid']}", style="bold red")
@@ -338,6 +380,7 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
         _fmt(lat.get("median")),
         _fmt(lat.get("iqr")),
         ci,
+        p95,
         passed,
     ]
 

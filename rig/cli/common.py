@@ -76,6 +76,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--asr-model",
+        metavar="NAME|PATH",
+        help="word-level onsets: transcribe both tracks after each rollout, in the analysis "
+        "worker, with this faster-whisper model (a size name such as tiny.en, or a local "
+        "CTranslate2 model directory); needs the asr extra (docs/metrics.md)",
+    )
+    p.add_argument(
         "--force-resume",
         action="store_true",
         help="resume into a run directory recorded with another target or configuration "
@@ -388,6 +395,12 @@ async def _run_specs(
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher, target_fields
 
+    asr_model = getattr(args, "asr_model", None)
+    if asr_model:
+        from rig.extras import require
+
+        require("asr", "--asr-model")
+        config = {**config, "asr_model": asr_model}
     clock = MonotonicClock()
     bus = EventBus()
     # only to ask whether stderr is a terminal: the live view draws in its own process
@@ -429,6 +442,7 @@ async def _run_specs(
             **impair_config(args),
         },
         progress=progress,
+        asr_model=asr_model,
     )
     targets = {s.rollout_id: target_fields(s.target) for s in specs}
     runner.publish_factory = session_publisher(bus, runner.run_id, clock, targets=targets)

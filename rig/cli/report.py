@@ -31,7 +31,16 @@ def add_parser(sub: Any) -> None:
         help="count rollouts whose own timing failed (timing_valid false) in the aggregates; "
         "by default they are counted and shown, and left out",
     )
-    p.add_argument("--confidence", type=float, default=0.95, help="bootstrap CI level")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (bootstrap and Wilson)")
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="re-score the stored tracks with these timing rules (e.g. yield_max_s=0.5 "
+        "yield_from=ack activity.hangover_ms=300) instead of the ones the run used; nothing "
+        "is re-run or rewritten (docs/metrics.md)",
+    )
     p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
     p.add_argument(
         "--repair-wav",
@@ -44,7 +53,14 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.analysis.aggregate import (
+        aggregate,
+        load_run,
+        render_decomposition,
+        render_table,
+        write_csv,
+    )
+    from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
     from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, summary_table
 
@@ -52,19 +68,33 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.run_dir}: not a run directory")
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
+    data = load_run(args.run_dir)
+    rollouts = load_rollouts(args.run_dir)
+    changes: list[str] = []
+    if args.rules:
+        overrides = parse_rule_args(args.rules)
+        stored, data = data, rescore(data, overrides)
+        changes = verdict_changes(stored, data)
+        new = {r.rollout_id: r.metrics for r in data.rollouts}
+        rollouts = [{**m, **new.get(str(m.get("rollout_id")), {})} for m in rollouts]
     report = aggregate(
-        args.run_dir,
+        data,
         statuses=tuple(args.status or ("ok",)),
         confidence=args.confidence,
         include_invalid_timing=bool(args.include_invalid_timing),
     )
-    rollouts = load_rollouts(args.run_dir)
+    if args.rules:
+        report["rescored"] = {"rules": overrides, "verdict_changes": changes}
     if args.csv:
         write_csv(report, args.csv)
     if args.json:
         print(json.dumps({**report, "rollouts": rollouts}, indent=2, allow_nan=False))
         return 0
     console = Console()
+    if args.rules:
+        console.print(f"re-scored with {describe(overrides)}", markup=False, highlight=False)
+        for line in changes:
+            console.print(line, markup=False, highlight=False)
     if not args.no_rollouts:
         console.print(summary_table(rollouts))
     console.print(render_table(report))

@@ -45,6 +45,21 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--reply-wav", help="reply with this audio file instead of a tone")
     g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
     g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
+    g.add_argument(
+        "--policy",
+        choices=["reply", "never", "always", "backchannel"],
+        default="reply",
+        help="baseline behaviour: reply (fixed delay: --endpoint-silence-ms + --latency-ms), "
+        "never (never speaks), always (talks whenever the user is quiet), backchannel "
+        "(a short tone at every pause, never a reply)",
+    )
+    g.add_argument(
+        "--yield-after-ms",
+        type=float,
+        default=0.0,
+        help="when interrupted, stop talking exactly this long after detecting the barge-in "
+        "(0: at once; the truth log's reply_cancel is the stop)",
+    )
     g.add_argument("--net-delay-ms", type=float, default=0.0, help="one-way delay, both directions")
     g.add_argument("--net-delay-up-ms", type=float, help="uplink delay (overrides --net-delay-ms)")
     g.add_argument("--net-delay-down-ms", type=float, help="downlink delay (overrides)")
@@ -79,6 +94,8 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         reply_gap_ms=args.reply_gap_ms,
         omit_silence=args.omit_silence,
         barge_in=not args.no_barge_in,
+        yield_after_ms=args.yield_after_ms,
+        policy=args.policy,
     )
     d = args.net_delay_ms
     net = NetConfig(

@@ -35,6 +35,7 @@ from rig.core.records import (
     EventRecord,
     HeardChunk,
     Probe,
+    ReceivedAudio,
     Record,
     ServerMark,
     SystemAudio,
@@ -100,7 +101,10 @@ class Listener:
             seq = self._count(item)
             self.dropped_samples += item.pcm.size
             extra = {**(item.extra or {}), "dropped": "truncated_item"}
-            return [self._chunk_record(item, seq, None, extra)]
+            return [
+                self._chunk_record(item, seq, None, extra),
+                ReceivedAudio(item.sample_rate, item.pcm),
+            ]
         start = self.playback.push(item.pcm, item.t_ns)
         play_ns = self.playback.timeline.time_of(start)
         seq = self._count(item)
@@ -126,6 +130,7 @@ class Listener:
                 EventRecord("system.onset", item.t_ns, {"play_ns": play_ns + off_ns, "seq": seq})
             )
         out.append(self._chunk_record(item, seq, play_ns, item.extra))
+        out.append(ReceivedAudio(item.sample_rate, item.pcm))
         return out
 
     def on_event(self, item: DownEvent) -> list[Output]:

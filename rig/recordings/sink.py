@@ -26,6 +26,7 @@ from rig.core.events import ControlRequest
 from rig.core.records import (
     ChunkRecord,
     EventRecord,
+    ReceivedAudio,
     Record,
     SystemAudio,
     SystemPad,
@@ -66,6 +67,8 @@ class RolloutSink:
             rec.system_audio(record.sample_rate, record.start_sample, record.pcm)
         elif isinstance(record, SystemPad):
             rec.system_pad(record.sample_rate, record.total_samples)
+        elif isinstance(record, ReceivedAudio):
+            rec.received_audio(record.sample_rate, record.pcm)
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         for record in records:

@@ -142,6 +142,7 @@ class _RolloutFiles:
     user: WavAppender
     system: WavAppender | None
     flushes: int = 0
+    received: WavAppender | None = None
 
 
 #: errnos that mean the whole file system is out of room: the runner stops starting rollouts
@@ -273,7 +274,7 @@ class RecordingWriter:
 
     def _apply(self, item: tuple[Any, ...]) -> str | None:
         op, key = item[0], item[1]
-        if self.write_delay_s and op in ("chunk", "user", "system"):
+        if self.write_delay_s and op in ("chunk", "user", "system", "received"):
             time.sleep(self.write_delay_s)
         if op == "barrier":
             item[2]()
@@ -303,6 +304,10 @@ class RecordingWriter:
                 pcm = pcm[have - start :]
             if len(pcm):
                 system.append(pcm)
+        elif op == "received":
+            if files.received is None:
+                files.received = WavAppender(os.path.join(files.dir, "received.wav"), item[2])
+            files.received.append(item[3])
         elif op == "system_pad":
             self._system(files, item[2]).pad_to(item[3])
         elif op == "metrics":
@@ -347,7 +352,7 @@ class RecordingWriter:
                 except OSError as exc:
                     exc.filename = exc.filename or getattr(f, "name", None)
                     raise
-        for wav in (files.user, files.system):
+        for wav in (files.user, files.system, files.received):
             if wav is None:
                 continue
             try:
@@ -368,6 +373,8 @@ class RecordingWriter:
                 os.path.join(files.dir, "system.wav"), files.user.sample_rate
             )
         files.system.close()
+        if files.received is not None:
+            files.received.close()
 
 
 def _write_all(f: BinaryIO, data: bytes) -> None:
@@ -385,7 +392,7 @@ def _close_quietly(files: _RolloutFiles) -> None:
     for f in (files.chunks, files.events):
         with contextlib.suppress(Exception):
             f.close()
-    for wav in (files.user, files.system):
+    for wav in (files.user, files.system, files.received):
         if wav is not None:
             with contextlib.suppress(Exception):
                 wav.abandon()
@@ -410,6 +417,9 @@ class RolloutRecorder:
 
     def system_audio(self, sample_rate: int, start_sample: int, pcm: Pcm16) -> None:
         self.writer.put(("system", self.dir, sample_rate, start_sample, pcm.copy()))
+
+    def received_audio(self, sample_rate: int, pcm: Pcm16) -> None:
+        self.writer.put(("received", self.dir, sample_rate, pcm.copy()))
 
     def system_pad(self, sample_rate: int, n_samples: int) -> None:
         self.writer.put(("system_pad", self.dir, sample_rate, n_samples))

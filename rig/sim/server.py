@@ -102,7 +102,7 @@ class SimHost:
         reply_audio: Pcm16 | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.cfg = cfg.effective()  # what the policy forces, as the truth log says
         self.net = net or NetConfig()
         self.clock = clock or MonotonicClock()
         self.truth = TruthLog(truth_log)
@@ -399,6 +399,13 @@ class _Session:
                     self._send_text_later(
                         truth.t_ns,
                         "response.start",
+                        server_ts_ms=self.sms(truth.t_ns),
+                        response=truth.data["response"],
+                    )
+                elif truth.event == "reply_cancel":  # a delayed yield (yield_after_ms)
+                    self._send_text_later(
+                        truth.t_ns,
+                        "response.cancelled",
                         server_ts_ms=self.sms(truth.t_ns),
                         response=truth.data["response"],
                     )

@@ -135,7 +135,18 @@ def test_aggregate_groups_and_tolerates_broken_rollouts(run_dir: Path) -> None:
     assert timing["n"] == 7 and timing["n_items"] == 2
     assert timing["latency_ms"]["n"] == 6  # timed_out rollout's 9999 is left out
     assert timing["latency_ms"]["median"] == pytest.approx(720.0)
-    assert timing["pass"] == {"evaluated": 6, "passed": 3, "rate": 0.5}
+    assert {k: timing["pass"][k] for k in ("evaluated", "passed", "rate")} == {
+        "evaluated": 6,
+        "passed": 3,
+        "rate": 0.5,
+    }
+    # Wilson 95 % interval of 3/6 (textbook value 0.188-0.812)
+    assert timing["pass"]["ci_low"] == pytest.approx(0.1876, abs=1e-3)
+    assert timing["pass"]["ci_high"] == pytest.approx(0.8124, abs=1e-3)
+    lat = timing["latency_ms"]
+    assert lat["p95"] == pytest.approx(987.5)
+    lo, hi = lat["p95_ci"]
+    assert 500 <= lo <= lat["p95"] <= hi <= 1000
     up = timing["components"]["uplink_ms"]
     assert up["median"] == 20.0 and up["err_ms_median"] == 2.0
     assert "downlink_ms" not in timing["components"]
@@ -245,3 +256,16 @@ def test_rollouts_whose_own_timing_failed_are_counted_shown_and_left_out(run_dir
     with_all = aggregate(run_dir, include_invalid_timing=True)
     timing = {s["scenario"]: s for s in with_all["scenarios"]}["timing"]
     assert timing["latency_ms"]["n"] == 8 and not with_all["timing_invalid_excluded"]
+
+
+def test_wilson_interval_known_values() -> None:
+    from rig.analysis.stats import rate, wilson
+
+    assert wilson(0, 0) is None
+    lo, hi = wilson(0, 10)  # type: ignore[misc]
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson(10, 10)  # type: ignore[misc]
+    assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
+    lo, hi = wilson(1, 4, confidence=0.9)  # type: ignore[misc]
+    assert lo == pytest.approx(0.0579, abs=1e-3) and hi == pytest.approx(0.6439, abs=1e-3)
+    assert rate(0, 0)["rate"] is None and rate(2, 4)["ci_method"] == "wilson"
