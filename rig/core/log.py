@@ -44,6 +44,8 @@ class SessionLog:
     dropped_samples: int = 0
     truncated_items: tuple[str, ...] = ()
     path_rtt_ms: tuple[float, ...] = ()  # round trips the transport reported (RTCP RR)
+    #: (arrival, round trip ns) of probes the server echoed without stamps (no server clock)
+    probe_echoes: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, uplink: Uplink, listener: Listener, prefill: Prefill | None = None) -> SessionLog:
@@ -70,6 +72,7 @@ class SessionLog:
             dropped_samples=listener.dropped_samples,
             truncated_items=tuple(sorted(listener.truncated_items)),
             path_rtt_ms=tuple(listener.path_rtt_ms),
+            probe_echoes=tuple(listener.probe_echoes),
         )
 
     @property
