@@ -35,6 +35,8 @@ from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
 COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+#: endpointing vs generation (rig.analysis.endpoint), and where the system put the speech end
+ENDPOINT_PARTS: tuple[str, ...] = ("detect_ms", "generation_ms", "speech_end_offset_ms")
 DEFAULT = "default"
 
 
@@ -115,6 +117,19 @@ def _component_values(m: dict[str, Any], key: str) -> tuple[list[float], list[fl
     return vals, errs
 
 
+def _methods(rows: list[RolloutMetrics], key: str) -> dict[str, int]:
+    """How many of the group's values each method gave (`<part>_method` fields)."""
+    field = f"{key[: -len('_ms')]}_method"
+    counts: Counter[str] = Counter()
+    for r in rows:
+        for resp in r.metrics.get("responses") or []:
+            if isinstance(resp, dict) and isinstance(resp.get(key), int | float):
+                method = resp.get(field)
+                if isinstance(method, str):
+                    counts[method] += 1
+    return dict(counts)
+
+
 def _group_report(
     rows: list[RolloutMetrics], statuses: Iterable[str], seed: int, per_item: bool, **ci: Any
 ) -> dict[str, Any]:
@@ -128,7 +143,7 @@ def _group_report(
         clusters += [_label(r.metrics, "item")] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
     components: dict[str, Any] = {}
-    for key in COMPONENTS:
+    for key in (*COMPONENTS, *ENDPOINT_PARTS):
         vals, errs = [], []
         for r in used:
             v, e = _component_values(r.metrics, key)
@@ -137,6 +152,9 @@ def _group_report(
         if vals:
             s = summarize(vals, seed=seed, **ci)
             s["err_ms_median"] = median(errs)
+            methods = _methods(used, key)
+            if methods:
+                s["methods"] = methods
             components[key] = s
     return {
         "n": len(rows),
@@ -218,6 +236,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "pass_rate",
     *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
+    *(f"{c[:-3]}_{q}_ms" for c in ENDPOINT_PARTS for q in ("median", "iqr", "err_median")),
 )
 
 
@@ -245,6 +264,11 @@ def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         for c in COMPONENTS:
             comp = g["components"].get(c, {})
             row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
+        for c in ENDPOINT_PARTS:
+            comp = g["components"].get(c, {})
+            row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_iqr_ms"] = comp.get("iqr")
             row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
         rows.append(row)
     return rows
@@ -331,7 +355,7 @@ def render_decomposition(report: dict[str, Any]) -> Any:
         for it in report["items"]
         if not (len(report["items"]) == 1 and it["item"] == "default")
     ]
-    if not any(g["components"] for _, g in groups):
+    if not any(c in g["components"] for _, g in groups for c in COMPONENTS):
         return None
     t = Table(title="latency decomposition, ms: median \\[p25–p75] ±error", title_justify="left")
     t.add_column("scenario / item")
@@ -351,6 +375,44 @@ def render_decomposition(report: dict[str, Any]) -> Any:
     return t
 
 
+def render_endpointing(report: dict[str, Any]) -> Any:
+    """A rich Table of endpointing vs generation per scenario / item: median [p25–p75]
+    ±median error, the methods behind them, and `speech_end_offset_ms` beside detect (a
+    VAD hearing the end late or early vs a system waiting long). None when no response has
+    them."""
+    groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
+        (f"  {it['item']}", it)
+        for it in report["items"]
+        if not (len(report["items"]) == 1 and it["item"] == "default")
+    ]
+    if not any("detect_ms" in g["components"] for _, g in groups):
+        return None
+    t = Table(
+        title="endpointing vs generation, ms: median \\[p25–p75] ±error",
+        title_justify="left",
+    )
+    t.add_column("scenario / item")
+    for col in ("detect", "generation", "speech end offset", "methods"):
+        t.add_column(col, justify="left" if col == "methods" else "right")
+    for name, g in sorted(groups, key=lambda x: x[0].strip()):
+        comps = g["components"]
+        cells = [_spread_cell(comps.get(c)) for c in ENDPOINT_PARTS]
+        methods = sorted(
+            {m for c in ("detect_ms", "generation_ms") for m in comps.get(c, {}).get("methods", {})}
+        )
+        t.add_row(Text(name), *cells, Text(", ".join(methods) or "-"))
+    return t
+
+
+def _spread_cell(v: dict[str, Any] | None) -> str:
+    if not v:
+        return "n/a"
+    spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
+    err = v.get("err_ms_median")
+    tail = f" ±{_fmt(err, 1)}" if err is not None else ""
+    return f"{_fmt(v.get('median'), 1)} {spread}{tail}  (n={v.get('n')})"
+
+
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     """The report as plain text (the table, then any problems)."""
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
@@ -358,6 +420,9 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

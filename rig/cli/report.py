@@ -38,7 +38,13 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rig.analysis.aggregate import aggregate, render_decomposition, render_table, write_csv
+    from rig.analysis.aggregate import (
+        aggregate,
+        render_decomposition,
+        render_endpointing,
+        render_table,
+        write_csv,
+    )
     from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
@@ -62,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if decomposition is not None:
         console.print(decomposition)
         console.print(clock_fit_table(rollouts))
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
