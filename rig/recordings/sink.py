@@ -35,7 +35,14 @@ from rig.recordings.writer import RolloutRecorder
 Publish = Callable[[str, dict[str, Any]], None]
 
 #: the latency parts a live view shows beside each response
-RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+RESPONSE_PARTS = (
+    "uplink_ms",
+    "model_ms",
+    "downlink_ms",
+    "queue_ms",
+    "detect_ms",  # endpointing wait and generation: model_ms cut at the system's decision
+    "generation_ms",
+)
 
 
 class RolloutSink:

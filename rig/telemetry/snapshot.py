@@ -54,6 +54,8 @@ class ResponseView:
     downlink_ms: float | None
     queue_ms: float | None
     placement: str
+    detect_ms: float | None = None  # endpointing wait (part of model_ms)
+    generation_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,8 @@ class Reducer:
                 downlink_ms=d.get("downlink_ms"),
                 queue_ms=d.get("queue_ms"),
                 placement=str(d.get("placement", "arrival")),
+                detect_ms=d.get("detect_ms"),
+                generation_ms=d.get("generation_ms"),
             )
             r.n_responses += 1
             self._latencies.add(r.response.latency_ms)
