@@ -31,6 +31,7 @@ from rich.text import Text
 
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, summarize
+from rig.analysis.sweep import render_settings, turn_taking
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
@@ -130,6 +131,18 @@ def _methods(rows: list[RolloutMetrics], key: str) -> dict[str, int]:
     return dict(counts)
 
 
+def _setting_order(entry: tuple[tuple[str, str], list[RolloutMetrics]]) -> tuple[Any, ...]:
+    """Scenario, then the swept values themselves (numbers by value: 200 before 1000)."""
+    (sc, label), rows = entry
+    sweep = rows[0].metrics.get("sweep")
+    values = sweep.values() if isinstance(sweep, dict) else [label]
+    key = tuple(
+        (0, v, "") if isinstance(v, int | float) and not isinstance(v, bool) else (1, 0, str(v))
+        for v in values
+    )
+    return (sc, key)
+
+
 def _group_report(
     rows: list[RolloutMetrics], statuses: Iterable[str], seed: int, per_item: bool, **ci: Any
 ) -> dict[str, Any]:
@@ -188,10 +201,22 @@ def aggregate(
     ci = {"confidence": confidence, "n_resamples": n_resamples}
     by_scenario: dict[str, list[RolloutMetrics]] = {}
     by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
+    by_setting: dict[tuple[str, str], list[RolloutMetrics]] = {}
     for r in data.rollouts:
         sc, it = _label(r.metrics, "scenario"), _label(r.metrics, "item")
         by_scenario.setdefault(sc, []).append(r)
         by_item.setdefault((sc, it), []).append(r)
+        if isinstance(r.metrics.get("setting"), str):  # rig run --sweep
+            by_setting.setdefault((sc, r.metrics["setting"]), []).append(r)
+    settings = [
+        {
+            "scenario": sc,
+            "setting": st,
+            **_group_report(rows, statuses, seed, False, **ci),
+            "turn_taking": turn_taking(r.metrics for r in rows if r.status in statuses),
+        }
+        for (sc, st), rows in sorted(by_setting.items(), key=_setting_order)
+    ]
     return {
         "run_dir": str(data.run_dir),
         "run_id": manifest.get("run_id", data.run_dir.name),
@@ -214,6 +239,7 @@ def aggregate(
             {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, **ci)}
             for (sc, it), rows in sorted(by_item.items())
         ],
+        **({"settings": settings} if settings else {}),
     }
 
 
@@ -423,6 +449,9 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     endpointing = render_endpointing(report)
     if endpointing is not None:
         console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         render_table,
         write_csv,
     )
+    from rig.analysis.sweep import render_settings
     from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
@@ -71,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     endpointing = render_endpointing(report)
     if endpointing is not None:
         console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
