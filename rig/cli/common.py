@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rig.cli.sweep import parse_sweep, setting_label, setting_suffix
+from rig.cli.sweep import sweep_meta, swept_id, swept_runs
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -245,13 +245,9 @@ def build_specs(
         raise ConfigError(f"transport {transport!r} is not available in this build")
     specs = []
     options = parse_dialect_options(getattr(args, "dialect_opt", None))
-    settings = parse_sweep(getattr(args, "sweep", None))
-    if settings and transport != "ws":
-        raise ConfigError("--sweep varies dialect options: WebSocket targets only")
+    runs = swept_runs(args, transport, dialect, options, repeated(items, args.repeat))
     try:
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
-        for setting in settings:  # every setting is checked before anything runs
-            get_dialect(dialect, **{**options, **setting})
     except TypeError as exc:
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
     preferred = probe.frame_ms  # e.g. Moshi's 80 ms
@@ -265,26 +261,24 @@ def build_specs(
                     f"item {item.item_id}: dialect {dialect!r} takes no text history; "
                     "give the history as prefill audio"
                 ) from exc
-    for setting in settings or [{}]:
-        for rid, item, rep in repeated(items, args.repeat):
-            item_options = {
-                **options,
-                **setting,
-                **({"history": item.meta["history"]} if item.meta.get("history") else {}),
-            }
-            sweep = {"setting": setting_label(setting), "sweep": setting} if setting else {}
-            specs.append(
-                RolloutSpec(
-                    f"{rid}.{setting_suffix(setting)}" if setting else rid,
-                    item.plan,
-                    webrtc_factory(target_url, dialect, item.plan.sample_rate)
-                    if transport == "webrtc"
-                    else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
-                    {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
-                    {**item.meta, "repeat": rep, **sweep},
-                    session_config(args, {**frame, **(item.session or {})}),
-                )
+    for setting, rid, item, rep in runs:
+        item_options = {
+            **options,
+            **setting,
+            **({"history": item.meta["history"]} if item.meta.get("history") else {}),
+        }
+        specs.append(
+            RolloutSpec(
+                swept_id(rid, setting),
+                item.plan,
+                webrtc_factory(target_url, dialect, item.plan.sample_rate)
+                if transport == "webrtc"
+                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
+                {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
+                {**item.meta, "repeat": rep, **sweep_meta(setting)},
+                session_config(args, {**frame, **(item.session or {})}),
             )
+        )
     return specs
 
 

@@ -13,6 +13,7 @@ sweepable this way.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from rig.errors import ConfigError
@@ -53,6 +54,47 @@ def parse_sweep(pairs: list[str] | None) -> list[dict[str, Any]]:
     if len(settings) > MAX_SETTINGS:
         raise ConfigError(f"--sweep spans {len(settings)} settings (at most {MAX_SETTINGS})")
     return settings
+
+
+def checked_settings(
+    args: Any, transport: str, dialect: str, options: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """`args.sweep` parsed, every setting accepted by the dialect before anything runs."""
+    from rig.dialects import get_dialect
+
+    settings = parse_sweep(getattr(args, "sweep", None))
+    if settings and transport != "ws":
+        raise ConfigError("--sweep varies dialect options: WebSocket targets only")
+    for setting in settings:
+        try:
+            get_dialect(dialect, **{**options, **setting})
+        except TypeError as exc:
+            raise ConfigError(f"dialect {dialect!r} does not take {setting}: {exc}") from exc
+    return settings
+
+
+def swept_runs(
+    args: Any,
+    transport: str,
+    dialect: str,
+    options: dict[str, Any],
+    runs: Iterable[tuple[str, Any, int]],
+) -> list[tuple[dict[str, Any], str, Any, int]]:
+    """(setting, rollout id, item, repeat) for every run under every setting, settings
+    outermost; without a sweep each run once under the empty setting."""
+    each = list(runs)
+    settings = checked_settings(args, transport, dialect, options) or [{}]
+    return [(s, rid, item, rep) for s in settings for rid, item, rep in each]
+
+
+def swept_id(rollout_id: str, setting: dict[str, Any]) -> str:
+    """The rollout id under a setting (unchanged without a sweep)."""
+    return f"{rollout_id}.{setting_suffix(setting)}" if setting else rollout_id
+
+
+def sweep_meta(setting: dict[str, Any]) -> dict[str, Any]:
+    """What a swept rollout's metrics carry: the label reports group by, and the values."""
+    return {"setting": setting_label(setting), "sweep": setting} if setting else {}
 
 
 def setting_label(setting: dict[str, Any]) -> str:

@@ -46,6 +46,9 @@ class ReducerConfig:
     max_latencies: int = 65_536
 
 
+RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseView:
     latency_ms: float
@@ -256,13 +259,8 @@ class Reducer:
         elif kind == "response":
             r.response = ResponseView(
                 latency_ms=float(d.get("latency_ms", 0.0)),
-                uplink_ms=d.get("uplink_ms"),
-                model_ms=d.get("model_ms"),
-                downlink_ms=d.get("downlink_ms"),
-                queue_ms=d.get("queue_ms"),
                 placement=str(d.get("placement", "arrival")),
-                detect_ms=d.get("detect_ms"),
-                generation_ms=d.get("generation_ms"),
+                **{k: d.get(k) for k in RESPONSE_PARTS},
             )
             r.n_responses += 1
             self._latencies.add(r.response.latency_ms)
