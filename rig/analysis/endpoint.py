@@ -49,6 +49,7 @@ DECISION_KINDS = (
     "speech_stopped",
     "input_audio_buffer.speech_stopped",
     "rtvi.user-stopped-speaking",
+    "rtvi.vad-user-stopped-speaking",  # Pipecat's RTVIObserver with vad_user_speaking_enabled
     "user_stopped_speaking",
 )
 METHOD_ARRIVALS = "arrivals"  # difference of two arrivals on the rig's clock

@@ -5,11 +5,16 @@ Pipeline: WebSocket server transport (ProtobufFrameSerializer, 16 kHz) -> Silero
 520 Hz tone as OutputAudioRawFrame -> transport output. No STT/LLM/TTS: the reply is the
 part of a cascade whose timing the test can predict (VAD stop time + transport pacing).
 
-    python pipecat_bot.py PORT STOP_SECS [REPLY_S]
+    python pipecat_bot.py PORT STOP_SECS [REPLY_S] [rtvi]
+
+With `rtvi`: an RTVIProcessor in the pipeline and an RTVIObserver with raw VAD messages on,
+as a bot author would configure it, so the client hears `vad-user-stopped-speaking`; the bot
+then prints `vad_stop <CLOCK_MONOTONIC ns>` when its VAD decides (the test's truth).
 """
 
 import asyncio
 import sys
+import time
 
 import numpy as np
 from pipecat.audio.vad.silero import SileroVADAnalyzer
@@ -36,6 +41,7 @@ class ToneReply(FrameProcessor):
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
         if isinstance(frame, VADUserStoppedSpeakingFrame):
+            print(f"vad_stop {time.monotonic_ns()}", flush=True)
             await self.push_frame(OutputAudioRawFrame(self.audio, RATE, 1))
 
 
@@ -53,12 +59,25 @@ async def main() -> None:
         host="127.0.0.1",
         port=port,
     )
+    rtvi = len(sys.argv) > 4 and sys.argv[4] == "rtvi"
     vad = VADProcessor(vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=stop_secs)))
-    pipeline = Pipeline([transport.input(), vad, ToneReply(reply_s), transport.output()])
-    task = PipelineTask(
-        pipeline,
-        params=PipelineParams(audio_in_sample_rate=RATE, audio_out_sample_rate=RATE),
-    )
+    params = PipelineParams(audio_in_sample_rate=RATE, audio_out_sample_rate=RATE)
+    if rtvi:
+        from pipecat.processors.frameworks.rtvi import (
+            RTVIObserver,
+            RTVIObserverParams,
+            RTVIProcessor,
+        )
+
+        processor = RTVIProcessor()
+        stages = [transport.input(), processor, vad, ToneReply(reply_s), transport.output()]
+        observer = RTVIObserver(
+            processor, params=RTVIObserverParams(vad_user_speaking_enabled=True)
+        )
+        task = PipelineTask(Pipeline(stages), params=params, observers=[observer])
+    else:
+        pipeline = Pipeline([transport.input(), vad, ToneReply(reply_s), transport.output()])
+        task = PipelineTask(pipeline, params=params)
     print("bot starting", flush=True)
     await PipelineRunner(handle_sigint=True).run(task)
 
