@@ -25,6 +25,8 @@ from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
 
+RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
+
 
 @dataclass(frozen=True, slots=True)
 class ReducerConfig:
@@ -44,9 +46,6 @@ class ReducerConfig:
     #: response latencies kept for the band's p50/p95: past it, a uniform sample of them
     #: (reservoir sampling, seeded), so memory stays bounded and the percentiles unbiased
     max_latencies: int = 65_536
-
-
-RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
 
 
 @dataclass(frozen=True, slots=True)
