@@ -36,10 +36,13 @@ from rich.text import Text
 
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
+from rig.analysis.sweep import render_settings, turn_taking
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
 COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+#: endpointing vs generation (rig.analysis.endpoint), and where the system put the speech end
+ENDPOINT_PARTS: tuple[str, ...] = ("detect_ms", "generation_ms", "speech_end_offset_ms")
 DEFAULT = "default"
 
 
@@ -125,6 +128,31 @@ def timing_invalid(r: RolloutMetrics) -> bool:
     return r.metrics.get("timing_valid") is False
 
 
+def _methods(rows: list[RolloutMetrics], key: str) -> dict[str, int]:
+    """How many of the group's values each method gave (`<part>_method` fields)."""
+    field = f"{key[: -len('_ms')]}_method"
+    counts: Counter[str] = Counter()
+    for r in rows:
+        for resp in r.metrics.get("responses") or []:
+            if isinstance(resp, dict) and isinstance(resp.get(key), int | float):
+                method = resp.get(field)
+                if isinstance(method, str):
+                    counts[method] += 1
+    return dict(counts)
+
+
+def _setting_order(entry: tuple[tuple[str, str], list[RolloutMetrics]]) -> tuple[Any, ...]:
+    """Scenario, then the swept values themselves (numbers by value: 200 before 1000)."""
+    (sc, label), rows = entry
+    sweep = rows[0].metrics.get("sweep")
+    values = sweep.values() if isinstance(sweep, dict) else [label]
+    key = tuple(
+        (0, v, "") if isinstance(v, int | float) and not isinstance(v, bool) else (1, 0, str(v))
+        for v in values
+    )
+    return (sc, key)
+
+
 def _group_report(
     rows: list[RolloutMetrics],
     statuses: Iterable[str],
@@ -145,7 +173,7 @@ def _group_report(
     yielded, bc = _event_rates(used)
     level = ci.get("confidence", 0.95)
     components: dict[str, Any] = {}
-    for key in COMPONENTS:
+    for key in (*COMPONENTS, *ENDPOINT_PARTS):
         vals, errs = [], []
         for r in used:
             v, e = _component_values(r.metrics, key)
@@ -154,6 +182,9 @@ def _group_report(
         if vals:
             s = summarize(vals, seed=seed, **ci)
             s["err_ms_median"] = median(errs)
+            methods = _methods(used, key)
+            if methods:
+                s["methods"] = methods
             components[key] = s
     cl = None if per_item else clusters
     latency = summarize(lat, seed=seed, clusters=cl, **ci)
@@ -213,10 +244,22 @@ def aggregate(
     inv = include_invalid_timing
     by_scenario: dict[str, list[RolloutMetrics]] = {}
     by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
+    by_setting: dict[tuple[str, str], list[RolloutMetrics]] = {}
     for r in data.rollouts:
         sc, it = _label(r.metrics, "scenario"), _label(r.metrics, "item")
         by_scenario.setdefault(sc, []).append(r)
         by_item.setdefault((sc, it), []).append(r)
+        if isinstance(r.metrics.get("setting"), str):  # rig run --sweep
+            by_setting.setdefault((sc, r.metrics["setting"]), []).append(r)
+    settings = [
+        {
+            "scenario": sc,
+            "setting": st,
+            **_group_report(rows, statuses, seed, False, **ci),
+            "turn_taking": turn_taking(r.metrics for r in rows if r.status in statuses),
+        }
+        for (sc, st), rows in sorted(by_setting.items(), key=_setting_order)
+    ]
     return {
         "run_dir": str(data.run_dir),
         "run_id": manifest.get("run_id", data.run_dir.name),
@@ -241,6 +284,7 @@ def aggregate(
             {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, inv, **ci)}
             for (sc, it), rows in sorted(by_item.items())
         ],
+        **({"settings": settings} if settings else {}),
     }
 
 
@@ -267,6 +311,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "pass_ci_high",
     *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
+    *(f"{c[:-3]}_{q}_ms" for c in ENDPOINT_PARTS for q in ("median", "iqr", "err_median")),
 )
 
 
@@ -298,6 +343,11 @@ def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         for c in COMPONENTS:
             comp = g["components"].get(c, {})
             row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
+        for c in ENDPOINT_PARTS:
+            comp = g["components"].get(c, {})
+            row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_iqr_ms"] = comp.get("iqr")
             row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
         rows.append(row)
     return rows
@@ -394,7 +444,7 @@ def render_decomposition(report: dict[str, Any]) -> Any:
         for it in report["items"]
         if not (len(report["items"]) == 1 and it["item"] == "default")
     ]
-    if not any(g["components"] for _, g in groups):
+    if not any(c in g["components"] for _, g in groups for c in COMPONENTS):
         return None
     t = Table(title="latency decomposition, ms: median \\[p25–p75] ±error", title_justify="left")
     t.add_column("scenario / item")
@@ -414,6 +464,44 @@ def render_decomposition(report: dict[str, Any]) -> Any:
     return t
 
 
+def render_endpointing(report: dict[str, Any]) -> Any:
+    """A rich Table of endpointing vs generation per scenario / item: median [p25–p75]
+    ±median error, the methods behind them, and `speech_end_offset_ms` beside detect (a
+    VAD hearing the end late or early vs a system waiting long). None when no response has
+    them."""
+    groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
+        (f"  {it['item']}", it)
+        for it in report["items"]
+        if not (len(report["items"]) == 1 and it["item"] == "default")
+    ]
+    if not any("detect_ms" in g["components"] for _, g in groups):
+        return None
+    t = Table(
+        title="endpointing vs generation, ms: median \\[p25–p75] ±error",
+        title_justify="left",
+    )
+    t.add_column("scenario / item")
+    for col in ("detect", "generation", "speech end offset", "methods"):
+        t.add_column(col, justify="left" if col == "methods" else "right")
+    for name, g in sorted(groups, key=lambda x: x[0].strip()):
+        comps = g["components"]
+        cells = [_spread_cell(comps.get(c)) for c in ENDPOINT_PARTS]
+        methods = sorted(
+            {m for c in ("detect_ms", "generation_ms") for m in comps.get(c, {}).get("methods", {})}
+        )
+        t.add_row(Text(name), *cells, Text(", ".join(methods) or "-"))
+    return t
+
+
+def _spread_cell(v: dict[str, Any] | None) -> str:
+    if not v:
+        return "n/a"
+    spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
+    err = v.get("err_ms_median")
+    tail = f" ±{_fmt(err, 1)}" if err is not None else ""
+    return f"{_fmt(v.get('median'), 1)} {spread}{tail}  (n={v.get('n')})"
+
+
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     """The report as plain text (the table, then any problems)."""
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
@@ -421,6 +509,12 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

@@ -26,6 +26,7 @@ import soxr
 
 from rig.analysis.activity import ActivityParams
 from rig.analysis.asr import write_words
+from rig.analysis.endpoint import apply_endpointing
 from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
@@ -132,11 +133,12 @@ def _is_word(w: dict[str, Any]) -> bool:
 
 def analyze_log(metrics: dict[str, Any], log: SessionLog | None) -> dict[str, Any]:
     """metrics.json with what the session log says about each response: the WebRTC shares,
-    the clock fit and the latency split (pure, picklable in; no log: unchanged)."""
+    the clock fit, the latency split and endpointing vs generation (pure, picklable in; no
+    log: unchanged)."""
     if log is None:
         return metrics
     metrics = {**metrics, "responses": add_shares(list(metrics.get("responses", [])), log)}
-    return apply_decomposition(metrics, log)
+    return apply_endpointing(apply_decomposition(metrics, log), log)
 
 
 def finish_rollout(

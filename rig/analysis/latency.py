@@ -59,6 +59,7 @@ from rig.core.records import Probe, ServerMark
 from rig.core.units import NS_PER_MS, NS_PER_S, ms_to_ns
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+#: events that say where the server put the end of the user's speech on its input timeline
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
 RESPONSE_START_KINDS = ("response.start",)
 #: probes nearest a response whose uplink delays estimate that response's uplink delay
@@ -67,6 +68,8 @@ FIT_MIN_SAMPLES = 6
 FIT_MIN_SPAN_NS = NS_PER_S
 #: two-way envelopes crossing by less than this are stamp rounding, not a broken clock
 CROSS_TOLERANCE_NS = 1_000
+#: server stamps travel as float ms: two of them differ from the truth by this much at most
+STAMP_ROUNDING_NS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,13 @@ def fit_clock(
         fit,
     )
     if not steps:
-        return segments[0][2]
+        clock = segments[0][2]
+        if not probes and obs.probe_echoes:  # round trips without a server clock
+            echo = RttStats("probe_echo")
+            for t_ns, rtt_ns in obs.probe_echoes:
+                echo.add(rtt_ns, t_ns)
+            clock = replace(clock, rtt=echo.summary())
+        return clock
     longest = max(segments, key=lambda seg: len(seg[2].up_t0_ns))[2]
     return replace(longest, steps=tuple(steps), segments=tuple(segments))
 
@@ -292,7 +301,18 @@ def decompose(response: dict[str, Any], obs: SessionLog, clock: SessionClock) ->
     out["model_ms"] = _ms(p2 - p1)
     out["model_err_ms"] = _err_ms(range_ns + drift_err * abs(p2 - ref_t1_local))
     if stop is not None and stop.server_ns is not None:
-        out["detect_ms"] = _ms(fit.to_local(stop.server_ns) - p1)
+        # the decision on the server clock, mapped: detect + generation = model exactly
+        t_dec = fit.to_local(stop.server_ns)
+        out.update(
+            decision_source=stop.kind,
+            detect_ms=_ms(t_dec - p1),
+            detect_err_ms=_err_ms(range_ns + drift_err * abs(t_dec - ref_t1_local)),
+            detect_method=fit.method,
+            generation_ms=_ms(p2 - t_dec),
+            # both ends on the server clock: only the drift error over the gap remains
+            generation_err_ms=_err_ms(drift_err * abs(p2 - t_dec) + STAMP_ROUNDING_NS),
+            generation_method=fit.method,
+        )
     return out
 
 

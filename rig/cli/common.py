@@ -21,6 +21,7 @@ from rig.cli.capacity import (
     runner_concurrency,
     tolerance_of,
 )
+from rig.cli.sweep import sweep_meta, swept_id, swept_runs
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -294,6 +295,7 @@ def build_specs(
     relay = args.impair_relay = relay_for(args, target_url, transport)
     specs = []
     options = parse_dialect_options(getattr(args, "dialect_opt", None))
+    runs = swept_runs(args, transport, dialect, options, repeated(items, args.repeat))
     try:
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
@@ -309,20 +311,21 @@ def build_specs(
                     f"item {item.item_id}: dialect {dialect!r} takes no text history; "
                     "give the history as prefill audio"
                 ) from exc
-    for rid, item, rep in repeated(items, args.repeat):
+    for setting, rid, item, rep in runs:
         item_options = {
             **options,
+            **setting,
             **({"history": item.meta["history"]} if item.meta.get("history") else {}),
         }
         specs.append(
             RolloutSpec(
-                rid,
+                swept_id(rid, setting),
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate)
                 if transport == "webrtc"
                 else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
-                {**item.meta, "repeat": rep},
+                {**item.meta, "repeat": rep, **sweep_meta(setting)},
                 session_config(args, {**frame, **(item.session or {})}),
             )
         )

@@ -57,10 +57,12 @@ def run(args: argparse.Namespace) -> int:
         aggregate,
         load_run,
         render_decomposition,
+        render_endpointing,
         render_table,
         write_csv,
     )
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
+    from rig.analysis.sweep import render_settings
     from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, summary_table
 
@@ -114,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
     for table in (rtt_table(rollouts), split_table(rollouts)):
         if table is not None:
             console.print(table)
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):

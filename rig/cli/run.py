@@ -17,6 +17,7 @@ from rig.cli.common import (
     run_specs,
     uplink_rate,
 )
+from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
@@ -37,6 +38,13 @@ def add_parser(sub: Any) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="dialect option, repeatable (e.g. turn_detection=manual, model=..., voice=...)",
+    )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KEY=V1,V2,...",
+        help="run the scenario once per value of this dialect option (repeatable: the "
+        "product), each setting a labelled group; rig report compares them side by side",
     )
     p.add_argument(
         "--sample-rate",
@@ -90,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             "transport": args.transport,
             "dialect": args.dialect,
             "dialect_options": parse_dialect_options(args.dialect_opt),
+            "sweep": parse_sweep(args.sweep),
             "sample_rate": rate,
             "session": specs[0].session_config.as_dict()
             if specs and specs[0].session_config

@@ -73,6 +73,12 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         help="the server clock jumps by this much (either sign) --clock-step-at-s after start",
     )
     g.add_argument("--clock-step-at-s", type=float, default=0.0)
+    g.add_argument(
+        "--withhold-stamps",
+        action="store_true",
+        help="send no server clock (no server_ts_ms, probes echoed without t1/t2): like most "
+        "hosted systems; the rig then times endpointing from round trips",
+    )
     if with_seed:
         g.add_argument("--seed", type=int, default=0, help="jitter seed")
 
@@ -107,6 +113,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         clock_step_ms=args.clock_step_ms,
         clock_step_at_s=args.clock_step_at_s,
         seed=args.seed,
+        withhold_stamps=bool(getattr(args, "withhold_stamps", False)),
     )
     reply = load_wav(args.reply_wav, cfg.sample_rate).pcm if args.reply_wav else None
     return cfg, net, reply

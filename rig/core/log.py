@@ -47,6 +47,8 @@ class SessionLog:
     rtt: tuple[RttSample, ...] = ()  # round trips of every source, in arrival order
     backlog: tuple[SendBacklog, ...] = ()  # uplink bytes waiting to leave, sampled
     pings_lost: int = 0
+    #: (arrival, round trip ns) of probes the server echoed without stamps (no server clock)
+    probe_echoes: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, uplink: Uplink, listener: Listener, prefill: Prefill | None = None) -> SessionLog:
@@ -76,6 +78,7 @@ class SessionLog:
             rtt=tuple(listener.path.rtt),
             backlog=tuple(listener.path.backlog),
             pings_lost=listener.path.pings_lost,
+            probe_echoes=tuple(listener.probe_echoes),
         )
 
     @property

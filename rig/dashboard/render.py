@@ -336,8 +336,13 @@ def _decomposition(r: RolloutSnapshot) -> Text:
     )
     if all(v is None for _, v in parts):
         text.append(" · split: not supported by the clock fit", style="dim")
-        return text
-    text.append(" = " + " + ".join(f"{name} {_ms(value, 0)}" for name, value in parts) + " ms")
+    else:
+        text.append(" = " + " + ".join(f"{name} {_ms(value, 0)}" for name, value in parts) + " ms")
+    if resp.detect_ms is not None or resp.generation_ms is not None:
+        # the system's own share cut at its end-of-turn decision (rig.analysis.endpoint)
+        text.append(
+            f" · detect {_ms(resp.detect_ms, 0)} + generation {_ms(resp.generation_ms, 0)} ms"
+        )
     return text
 
 

@@ -39,7 +39,14 @@ Publish = Callable[[str, dict[str, Any]], None]
 #: events that carry one measured round trip (`rtt_ms`): ping/pong (rig.net) and RTCP
 RTT_KINDS = ("net.rtt", "server.rtcp.rr")
 #: the latency parts a live view shows beside each response
-RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+RESPONSE_PARTS = (
+    "uplink_ms",
+    "model_ms",
+    "downlink_ms",
+    "queue_ms",
+    "detect_ms",  # endpointing wait and generation: model_ms cut at the system's decision
+    "generation_ms",
+)
 
 
 class RolloutSink:

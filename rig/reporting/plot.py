@@ -21,6 +21,7 @@ from rig.extras import MissingExtra
 
 USER_COLOR = "#1f77b4"
 SYSTEM_COLOR = "#d62728"
+DETECT_COLOR = "#ff7f0e"  # endpointing: user's end -> the system's decision
 MARK_STYLE: dict[str, dict[str, Any]] = {
     "turn.start": {"color": "#2ca02c", "linestyle": "-", "linewidth": 1.2},
     "turn.end": {"color": "#2ca02c", "linestyle": "--", "linewidth": 1.2},
@@ -139,6 +140,21 @@ def render_png(
             ha="center",
             fontsize=8,
         )
+        if r.decision_s is not None:
+            # the endpointing wait under the latency arrow, the decision as a tick
+            y_det = y_arrow * 0.8
+            sys_ax.plot([r.user_end_s, r.decision_s], [y_det, y_det], color=DETECT_COLOR, lw=3)
+            sys_ax.axvline(r.decision_s, color=DETECT_COLOR, linestyle="--", linewidth=0.9)
+            gen = "" if r.generation_ms is None else f" · gen {r.generation_ms:.0f}"
+            sys_ax.annotate(
+                f"detect {r.detect_ms:.0f}{gen} ms",
+                (r.user_end_s, y_det),
+                xytext=(0, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color=DETECT_COLOR,
+                bbox={"facecolor": "white", "alpha": 0.85, "linewidth": 0, "pad": 1},
+            )
     _draw_splits(sys_ax, view.responses, y_arrow)
     sys_ax.set_xlabel("session time (s from t0)")
     sys_ax.set_xlim(0, max(duration_s, 1e-3))
@@ -149,6 +165,7 @@ def render_png(
         Line2D([], [], label="turn end", **MARK_STYLE["turn.end"]),
         Line2D([], [], label="injection", **MARK_STYLE["inject"]),
         Line2D([], [], color="black", marker=">", label="response latency"),
+        Line2D([], [], color=DETECT_COLOR, lw=3, label="endpointing (detect)"),
     ]
     if any(r.parts_ms for r in view.responses):
         handles += [Patch(color=c, label=n) for n, c in zip(SPLIT_NAMES, SPLIT_COLORS, strict=True)]

@@ -25,6 +25,8 @@ from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
 
+RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
+
 
 @dataclass(frozen=True, slots=True)
 class ReducerConfig:
@@ -54,6 +56,8 @@ class ResponseView:
     downlink_ms: float | None
     queue_ms: float | None
     placement: str
+    detect_ms: float | None = None  # endpointing wait (part of model_ms)
+    generation_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,11 +265,8 @@ class Reducer:
         elif kind == "response":
             r.response = ResponseView(
                 latency_ms=float(d.get("latency_ms", 0.0)),
-                uplink_ms=d.get("uplink_ms"),
-                model_ms=d.get("model_ms"),
-                downlink_ms=d.get("downlink_ms"),
-                queue_ms=d.get("queue_ms"),
                 placement=str(d.get("placement", "arrival")),
+                **{k: d.get(k) for k in RESPONSE_PARTS},
             )
             r.n_responses += 1
             self._latencies.add(r.response.latency_ms)
