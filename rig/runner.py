@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import socket
 import time
 import uuid
 from collections import Counter
@@ -54,6 +55,7 @@ from rig.recordings.writer import (
 )
 from rig.redact import redact_text
 from rig.session import Session, SessionConfig
+from rig.shard import Shard
 from rig.transports.base import Transport
 
 DONE_STATUSES = frozenset({"ok", "no_audio"})
@@ -102,7 +104,19 @@ class Runner:
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
         force_resume: bool = False,
+        shard: Shard | None = None,
+        node: str | None = None,
     ) -> None:
+        #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
+        self.shard = shard
+        #: where this process runs, written into every metrics.json: per-node monotonic
+        #: times are never compared across nodes, so each rollout says which node it ran on
+        host = socket.gethostname()
+        self.placement: dict[str, Any] = {
+            "host": host,
+            "node": node or host,
+            "shard": shard.label if shard is not None else None,
+        }
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -142,6 +156,11 @@ class Runner:
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
         for spec in specs:  # each becomes a directory: one safe path part, before any I/O
             check_id(spec.rollout_id, "rollout id")
+        all_ids = [s.rollout_id for s in specs]
+        targets = _unique_targets(specs)  # the run's, even for a shard that gets no rollout
+        if self.shard is not None:  # the filter hook: this process runs one slice
+            shard = self.shard
+            specs = [s for s in specs if shard.owns(s.rollout_id)]
         try:
             os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         except OSError as exc:
@@ -162,13 +181,15 @@ class Runner:
                 "analyze": self.analyze,
                 "rt_priority": self.rt_priority,
             },
-            targets=_unique_targets(specs),
+            targets=targets,
             seed=self.seed,
             started_ns=self.clock.now_ns(),
         )
         manifest["rollouts"] = {
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
         }
+        manifest["shard"] = self.shard.describe(all_ids) if self.shard is not None else None
+        manifest["node"] = self.placement["node"]
         if previous:
             changed = resume.changes(previous, manifest)
             if changed and not self.force_resume:
@@ -392,6 +413,7 @@ class Runner:
         for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
             if isinstance(metrics.get(key), str):
                 metrics = {**metrics, key: redact_text(metrics[key])}
+        metrics = {**metrics, **self.placement}
 
         def write() -> None:
             os.makedirs(d, exist_ok=True)

@@ -23,14 +23,15 @@ MAX_LINES = 500
 #: packages side by side in one layer never import each other
 LAYERS: list[tuple[str, ...]] = [
     ("rig", "rig.errors"),  # `rig`: the package root alone (__version__)
-    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids"),  # secrets, untrusted JSON, ranges
+    # secrets, untrusted JSON, ranges, ids, shard assignment
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner",),
+    ("rig.runner", "rig.scaleout"),  # many rollouts; shards merged, the fleet on Ray
     ("rig.cli",),
     ("rig.__main__",),
 ]

@@ -340,9 +340,11 @@ async def _run_specs(
     from rig.clock.base import MonotonicClock
     from rig.dashboard.live import Dashboard
     from rig.runner import Runner
+    from rig.shard import parse_shard
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher
 
+    shard = getattr(args, "shard", None)
     clock = MonotonicClock()
     bus = EventBus()
     console = Console(stderr=True)
@@ -354,6 +356,8 @@ async def _run_specs(
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
+        shard=parse_shard(shard) if shard else None,
+        node=getattr(args, "node_id", None),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
