@@ -31,7 +31,7 @@ from rig.protocol import rawpcm
 from rig.proxy import message_meta
 from rig.recordings.writer import _json_line
 from rig.scenarios.fileformat import parse_file
-from rig.telemetry import mqtt
+from rig.telemetry import wire
 from rig.telemetry.deviceclock import DeviceClockCollector
 
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
@@ -90,7 +90,7 @@ def test_json_decoders_raise_only_protocol_error(text: str) -> None:
         lambda: GeminiDialect().decode(text, 0),
         lambda: GeminiDialect().decode(text.encode(), 0),
         lambda: PipecatDialect().decode(pw.field_bytes(4, pw.field_str(1, text), always=True), 0),
-        lambda: mqtt.decode(text.encode()),
+        lambda: wire.decode(text.encode()),
         lambda: DeviceClockCollector("r", "d").on_message(
             "rig/r/device/d/probe_reply", text.encode(), 0
         ),

@@ -338,17 +338,26 @@ async def _run_specs(
     from rich.console import Console
 
     from rig.clock.base import MonotonicClock
-    from rig.dashboard.live import Dashboard
-    from rig.runner import Runner
+    from rig.runner import Runner, rollout_done
     from rig.shard import parse_shard
+    from rig.telemetry import events as ev
     from rig.telemetry.bus import EventBus
-    from rig.telemetry.session_bridge import session_publisher
+    from rig.telemetry.session_bridge import session_publisher, target_fields
 
-    shard = getattr(args, "shard", None)
+    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
+    # the runner takes the whole plan (its manifest describes the slice within it); the
+    # live view counts this process's slice
+    mine = [s for s in specs if shard is None or shard.owns(s.rollout_id)]
     clock = MonotonicClock()
     bus = EventBus()
-    console = Console(stderr=True)
-    headless = bool(args.headless) or not console.is_terminal
+    # only to ask whether stderr is a terminal: the live view draws in its own process
+    headless = bool(args.headless) or not Console(stderr=True).is_terminal
+    view: Any = None
+
+    def progress(line: str) -> None:
+        if view is None or not view.alive:
+            print(line, file=sys.stderr, flush=True)
+
     runner = Runner(
         args.out,
         run_id=args.run_id,
@@ -356,28 +365,34 @@ async def _run_specs(
         connect_concurrency=args.connect_concurrency,
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
-        shard=parse_shard(shard) if shard else None,
+        shard=shard,
         node=getattr(args, "node_id", None),
         clock=clock,
         seed=args.seed,
         config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
-        publish_factory=session_publisher(bus, "", clock),
-        progress=(lambda line: print(line, file=sys.stderr, flush=True)) if headless else None,
+        progress=progress,
     )
-    runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+    targets = {s.rollout_id: target_fields(s.target) for s in mine}
+    runner.publish_factory = session_publisher(bus, runner.run_id, clock, targets=targets)
+    skipped = sum(
+        rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in mine
+    )
     async with AsyncExitStack() as stack:
         if not headless:
-            # big fleets: refresh less often, the view must never cost the pacer
-            refresh_hz = 4.0 if len(specs) <= 10 else 2.0
-            await stack.enter_async_context(
-                Dashboard(
-                    bus,
-                    console=console,
-                    headless=False,
-                    detail=getattr(args, "detail", None),
-                    refresh_hz=refresh_hz,
-                )
+            from rig.telemetry.viewproc import ViewProcess
+
+            # big fleets: half the drawing (the view's CPU competes with the run's other threads)
+            view = ViewProcess(
+                bus,
+                detail=getattr(args, "detail", None),
+                refresh_hz=4.0 if len(mine) <= 10 else 2.0,
+                clock=clock,
             )
+            if await view.start():
+                stack.push_async_callback(_close_view, view)
+            else:
+                print(f"rig: {view.error}; plain progress lines instead", file=sys.stderr)
+                view = None
         device_probe = None
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
@@ -395,11 +410,23 @@ async def _run_specs(
                 )
         elif getattr(args, "device_clock", None):
             raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
+        bus.publish(
+            ev.run(
+                runner.run_id,
+                clock.now_ns(),
+                len(mine) - skipped,
+                skipped=skipped,
+                concurrency=runner.concurrency,
+            )
+        )
         probing = (
             asyncio.create_task(device_probe.probe_every(args.device_probe_interval_s))
             if device_probe is not None
             else None
         )
+        if view is not None:
+            view_closed = asyncio.ensure_future(_announce_view_closed(view))
+            stack.callback(view_closed.cancel)
         try:
             await runner.run(specs)
         finally:
@@ -415,3 +442,31 @@ async def _run_specs(
                     device_probe.summary(),
                 )
     return runner
+
+
+async def _close_view(view: Any) -> None:
+    """The run is over: the view draws its final frame and exits before the summary prints."""
+    await view.stop()
+    stats = view.feed.stats
+    if stats.dropped or stats.dropped_queue:
+        print(
+            f"rig: the live view fell behind: {stats.dropped + stats.dropped_queue} telemetry "
+            "events were not shown (the recordings are complete)",
+            file=sys.stderr,
+        )
+
+
+async def _announce_view_closed(view: Any) -> None:
+    """`q` in the view closes the view, not the run: say so, then plain progress lines. (A
+    view that ends on Ctrl-C exits 130: the run is stopping too, nothing to announce.)"""
+    await view.feed.closed.wait()
+    proc = view.proc
+    if proc is not None:
+        with contextlib.suppress(TimeoutError):
+            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
+                return
+    print(
+        "rig: live view closed; the run goes on (plain progress lines follow, Ctrl-C stops it)",
+        file=sys.stderr,
+        flush=True,
+    )

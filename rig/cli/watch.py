@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.mqtt:
         raise ConfigError(
-            "rig watch needs --mqtt URL; `rig run` and `rig demo` show the dashboard in-process"
+            "rig watch needs --mqtt URL; `rig run` and `rig demo` show the same view themselves"
         )
     if args.refresh_hz <= 0:
         raise ConfigError("--refresh-hz must be positive")

@@ -1,14 +1,17 @@
 """The dashboard driver: bus → reducer → frozen snapshot → rich Live (or plain lines).
 
 How this works: a pump task wakes `refresh_hz` times a second on the injected clock, drains
-its bus subscription into a `Reducer` in small slices (yielding between slices so the audio
-loop keeps its deadlines) and swaps in a new frozen snapshot. rich's `Live` renders that
-snapshot from its own refresh thread, so the loop never formats a table. Headless mode
-(auto when the console is not a terminal) prints one plain line per status change and a
-summary line every `summary_every_s`. While the Live view runs, the interpreter's GIL switch
-interval is lowered (default 1 ms) so the render thread cannot delay the loop by more than
-that. Keys n/p/q are read with `loop.add_reader` on a TTY
-stdin in cbreak mode, never with a blocking read.
+its bus subscription into a `Reducer` in small slices (yielding between slices) and swaps in a
+new frozen snapshot. rich's `Live` renders that snapshot from its own refresh thread. Headless
+mode (auto when the console is not a terminal) prints one plain line per status change and a
+summary line every `summary_every_s`. Keys are read with `loop.add_reader` on a TTY stdin in
+cbreak mode, never with a blocking read, decoded by `KeyDecoder` and applied to a `ViewState`
+(focus, page, search; rig/dashboard/viewstate.py). The table shows as many rows as fit the
+terminal's height and pages through the rest.
+
+It runs where no audio streams: in the view process `rig run` starts
+(rig/dashboard/viewer.py) and in `rig watch`. The audio process only feeds the view
+(rig/telemetry/viewfeed.py).
 
     async with Dashboard(bus, console=console, headless=None) as dash:
         ...  # run the sessions; they call bus.publish(event)
@@ -28,7 +31,9 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 from rig.clock import NS_PER_S, Clock, MonotonicClock
-from rig.dashboard.render import pick_detail, render
+from rig.dashboard.keys import KeyDecoder
+from rig.dashboard.render import order_rows, pick_detail, render, rows_per_page
+from rig.dashboard.viewstate import ViewState
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.snapshot import FleetSnapshot, Reducer, ReducerConfig
@@ -63,6 +68,11 @@ def summary_line(snap: FleetSnapshot, since_ns: int) -> str:
     line += f" | stalls {stalls}"
     if resp:
         line += f" | resp median {sorted(resp)[len(resp) // 2]:.0f} ms"
+    s = snap.summary
+    if s.timing_invalid:
+        line += f" | timing invalid {s.timing_invalid}"
+    if s.eta_s is not None and s.done < s.total:
+        line += f" | ETA {s.eta_s:.0f} s"
     line += f" | events {snap.events_applied} dropped {snap.events_dropped}"
     return line
 
@@ -81,19 +91,22 @@ class Dashboard:
         detail: str | None = None,
         keys: bool | None = None,
         summary_every_s: float = 10.0,
-        max_rows: int = 30,
+        max_rows: int | None = None,
         reducer_config: ReducerConfig | None = None,
         queue_size: int = 65536,
         stdin: TextIO | None = None,
-        switch_interval_s: float | None = 0.001,
+        switch_interval_s: float | None = None,
     ) -> None:
+        """`max_rows`: table rows per page (None: as many as fit the terminal's height).
+        `switch_interval_s`: a GIL switch interval while the Live view runs, for a process
+        that also does real-time work (None: leave it)."""
         if refresh_hz <= 0:
             raise ValueError("refresh_hz must be positive")
         self.console = console or Console()
         self.headless = (not self.console.is_terminal) if headless is None else headless
         self.clock: Clock = clock or MonotonicClock(precise=False)
         self.refresh_hz = refresh_hz
-        self.detail = detail
+        self.view = ViewState(focus=detail)
         self.summary_every_ns = int(summary_every_s * NS_PER_S)
         self.max_rows = max_rows
         self.reducer = Reducer(reducer_config)
@@ -112,6 +125,16 @@ class Dashboard:
         self._snapshot: FleetSnapshot = self.reducer.snapshot(0)
         self._tty_restore: Any = None
         self._key_fd: int | None = None
+        self._keys_decoder = KeyDecoder()
+
+    @property
+    def detail(self) -> str | None:
+        """The rollout chosen for the detail panel (None: the first active one)."""
+        return self.view.focus
+
+    @detail.setter
+    def detail(self, rollout_id: str | None) -> None:
+        self.view.focus = rollout_id
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -140,7 +163,7 @@ class Dashboard:
                 self._saved_switch_s = sys.getswitchinterval()
                 sys.setswitchinterval(self._switch_interval_s)
             self._live = Live(
-                get_renderable=self._renderable,
+                get_renderable=self.renderable,
                 console=self.console,
                 refresh_per_second=self.refresh_hz,
                 redirect_stdout=False,
@@ -227,6 +250,8 @@ class Dashboard:
         """Only the detailed rollout needs its activity strips (headless needs none)."""
         if self.headless:
             return []
+        if not self._snapshot.rollouts:
+            return None  # nothing to choose from yet (the first snapshot): all of them
         chosen = pick_detail(self._snapshot, self.detail)
         return [self.detail or "", chosen.rollout_id if chosen else ""]
 
@@ -243,30 +268,49 @@ class Dashboard:
                 )
         return snap
 
-    def _renderable(self) -> RenderableType:
-        return render(self._snapshot, self.detail, self.max_rows)
+    def per_page(self) -> int:
+        """Table rows per page: fixed, or what fits the console's height now."""
+        if self.max_rows is not None:
+            return self.max_rows
+        return rows_per_page(self.console.size.height)
 
-    # -- choosing the detailed rollout ---------------------------------------------------------
+    def renderable(self) -> RenderableType:
+        """What the Live view shows now (the latest snapshot, the page, the prompt)."""
+        v = self.view
+        per_page = self.per_page()
+        v.clamp(len(self._snapshot.rollouts), per_page)
+        return render(
+            self._snapshot,
+            v.focus,
+            per_page,
+            page=v.page,
+            search=v.search,
+            message=v.message,
+            width=self.console.size.width,
+        )
+
+    # -- keys: focus, pages, search --------------------------------------------------------------
 
     def select(self, step: int) -> str | None:
-        """Move the detail panel to the next (+1) or previous (-1) rollout."""
-        ids = [r.rollout_id for r in self._snapshot.rollouts]
-        if not ids:
-            return None
-        current = pick_detail(self._snapshot, self.detail)
-        i = ids.index(current.rollout_id) if current is not None else 0
-        self.detail = ids[(i + step) % len(ids)]
+        """Move the detail panel to the next (+1) or previous (-1) rollout in display order."""
+        self.handle_key("n" if step > 0 else "p")
         return self.detail
 
     def handle_key(self, key: str) -> None:
-        if key in ("n", "j", "\t"):
-            self.select(+1)
-        elif key in ("p", "k"):
-            self.select(-1)
-        elif key in ("q", "Q"):
+        """Apply one key by name (rig/dashboard/keys.py names; printable keys as themselves)."""
+        snap = self._snapshot
+        order = [r.rollout_id for r in order_rows(snap.rollouts)]
+        current = pick_detail(snap, self.view.focus)
+        self.view.key(key, order, self.per_page(), current.rollout_id if current else None)
+        if self.view.quit:
             self.quit.set()
         if self._live is not None:
             self._live.refresh()
+
+    def handle_input(self, text: str) -> None:
+        """Raw terminal input (escape sequences and all)."""
+        for key in self._keys_decoder.feed(text):
+            self.handle_key(key)
 
     def _start_keys(self) -> None:
         try:
@@ -292,8 +336,7 @@ class Dashboard:
         if not data:  # EOF: stop listening
             self._stop_keys()
             return
-        for ch in data.decode(errors="ignore"):
-            self.handle_key(ch)
+        self.handle_input(data.decode(errors="ignore"))
 
     def _stop_keys(self) -> None:
         if self._key_fd is not None:

@@ -98,6 +98,12 @@ class EventBus:
         self._subs = (*self._subs, sub)
         return sub
 
+    def attach(self, sub: Subscription) -> Subscription:
+        """Add a subscription made elsewhere (a subclass with its own `_put`, e.g. one that
+        folds chunk events as they come: rig/telemetry/viewfeed.py)."""
+        self._subs = (*self._subs, sub)
+        return sub
+
     def _remove(self, sub: Subscription) -> None:
         self._subs = tuple(s for s in self._subs if s is not sub)
 

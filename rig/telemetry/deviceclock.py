@@ -40,8 +40,12 @@ from rig.limits import remote_ts_ns
 from rig.safejson import object_remote
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
-from rig.telemetry.events import SCHEMA_VERSION
-from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url, topic_part
+from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url
+from rig.telemetry.wire import topic_part
+
+#: The device protocol's own version (probe, probe_reply, events); devices speak it, so it
+#: does not follow the telemetry schema's version.
+SCHEMA_VERSION = 1
 
 ProbeSample = tuple[int, int, int, int]  # (t0_ns, t1_ns, t2_ns, t3_ns)
 EventPair = tuple[int, int]  # (device_ts_ns, local_arrival_ns)

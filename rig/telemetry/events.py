@@ -13,10 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-#: Version of the event schema; MQTT payloads carry it as `"v"`.
-SCHEMA_VERSION: Final = 1
+#: Version of the event schema; MQTT and view-feed payloads carry it as `"v"`. Version 2 added
+#: the `run` and `rtt` kinds and optional fields (status: dialect, transport, timing_valid,
+#: timing_reason; chunk: stall; chunk_batch: n_stalls). Readers accept every version listed in
+#: `READABLE_VERSIONS` (a version-1 stream is a version-2 stream without the additions).
+SCHEMA_VERSION: Final = 2
+READABLE_VERSIONS: Final = frozenset({1, 2})
 
-Kind = Literal["status", "chunk", "chunk_batch", "activity", "protocol", "clock", "response"]
+Kind = Literal[
+    "status", "chunk", "chunk_batch", "activity", "protocol", "clock", "response", "run", "rtt"
+]
 
 #: Every kind and the fields of its `data` (name -> meaning). The docs are generated from this.
 KINDS: Final[dict[str, dict[str, str]]] = {
@@ -24,7 +30,13 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "state": "lifecycle state: pending, connecting, running, draining, done",
         "status": "outcome once done (ok, error, timeout, cancelled...); null before",
         "reason": "human-readable reason for the outcome or state change; may be null",
-        "target": "what the rollout talks to (URL or name, secrets redacted); optional",
+        "target": "what the rollout talks to: host[:port] or device name (never credentials, "
+        "paths or queries); optional",
+        "dialect": "how the rig speaks to it (rig, openai, gemini, ...); optional (v2)",
+        "transport": "ws, webrtc or device; optional (v2)",
+        "timing_valid": "done only: true/false once the rig has judged its own timing for this "
+        "rollout (pacing, loop and writer kept up), null or absent when not judged (v2)",
+        "timing_reason": "why the timing is not valid, or null (v2)",
     },
     "chunk": {
         "dir": "up (sent by the rig) or down (received from the system)",
@@ -32,6 +44,8 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "n_samples": "samples in the chunk",
         "lateness_ns": "uplink: actual send time minus pacer deadline; null for downlink",
         "level_dbfs": "RMS level of the chunk in dBFS; null if not measured",
+        "stall": "uplink: the pacer counted this chunk as a stall (more than one frame late); "
+        "optional (v2; without it readers apply their own threshold)",
     },
     "chunk_batch": {
         "dir": "up or down",
@@ -41,6 +55,7 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "n_samples": "total samples",
         "lateness_ns": "list of uplink lateness values (ns), one per chunk; [] for downlink",
         "level_dbfs": "loudest chunk level in the batch (dBFS) or null",
+        "n_stalls": "uplink chunks in the batch the pacer counted as stalls; optional (v2)",
     },
     "activity": {
         "track": "up (user track) or down (system track)",
@@ -63,6 +78,16 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "downlink_ms": "share spent on the downlink network, or null",
         "queue_ms": "share spent in local buffering/playback, or null",
         "placement": "which placement the latency used (arrival, playback, server)",
+    },
+    "run": {
+        "total": "rollouts this run will stream (rollout_id is empty for run events) (v2)",
+        "skipped": "rollouts already done in the run directory (resume), not streamed again",
+        "concurrency": "rollouts streamed at once, or null",
+    },
+    "rtt": {
+        "rtt_ms": "a round-trip time to the rollout's target (ms) (v2)",
+        "method": "how it was measured (probe, ping, tcp_info, clock_fit ...)",
+        "target": "with an empty rollout_id: every rollout whose status target equals this",
     },
 }
 
@@ -91,13 +116,26 @@ def status(
     status: str | None = None,
     reason: str | None = None,
     target: str | None = None,
+    dialect: str | None = None,
+    transport: str | None = None,
+    timing_valid: bool | None = None,
+    timing_reason: str | None = None,
 ) -> TelemetryEvent:
-    """A lifecycle change. `state` must be one of STATES (a typo is a bug, so it raises)."""
+    """A lifecycle change. `state` must be one of STATES (a typo is a bug, so it raises).
+
+    The optional fields are sent only when given, so a status stays small."""
     if state not in STATES:
         raise ValueError(f"unknown state {state!r}; expected one of {STATES}")
     data: dict[str, Any] = {"state": state, "status": status, "reason": reason}
-    if target is not None:
-        data["target"] = target
+    for key, value in (
+        ("target", target),
+        ("dialect", dialect),
+        ("transport", transport),
+        ("timing_valid", timing_valid),
+        ("timing_reason", timing_reason),
+    ):
+        if value is not None:
+            data[key] = value
     return TelemetryEvent("status", run_id, rollout_id, t_ns, data)
 
 
@@ -111,21 +149,19 @@ def chunk(
     *,
     lateness_ns: int | None = None,
     level_dbfs: float | None = None,
+    stall: bool | None = None,
 ) -> TelemetryEvent:
     """One audio chunk sent (up) or received (down); the session publishes one per chunk."""
-    return TelemetryEvent(
-        "chunk",
-        run_id,
-        rollout_id,
-        t_ns,
-        {
-            "dir": dir,
-            "seq": seq,
-            "n_samples": n_samples,
-            "lateness_ns": lateness_ns,
-            "level_dbfs": level_dbfs,
-        },
-    )
+    data: dict[str, Any] = {
+        "dir": dir,
+        "seq": seq,
+        "n_samples": n_samples,
+        "lateness_ns": lateness_ns,
+        "level_dbfs": level_dbfs,
+    }
+    if stall is not None:
+        data["stall"] = stall
+    return TelemetryEvent("chunk", run_id, rollout_id, t_ns, data)
 
 
 def activity(
@@ -191,3 +227,30 @@ def response(
             "placement": placement,
         },
     )
+
+
+def run(
+    run_id: str, t_ns: int, total: int, *, skipped: int = 0, concurrency: int | None = None
+) -> TelemetryEvent:
+    """What a run is about to do: how many rollouts, how many at once (the fleet band's total
+    and ETA). Run-level, so `rollout_id` is empty."""
+    return TelemetryEvent(
+        "run", run_id, "", t_ns, {"total": total, "skipped": skipped, "concurrency": concurrency}
+    )
+
+
+def rtt(
+    run_id: str,
+    rollout_id: str,
+    t_ns: int,
+    rtt_ms: float,
+    *,
+    method: str,
+    target: str | None = None,
+) -> TelemetryEvent:
+    """A round-trip time to a target. Per rollout, or (empty `rollout_id`, `target` given) for
+    every rollout talking to that target, as a per-host ping or TCP_INFO measurement is."""
+    data: dict[str, Any] = {"rtt_ms": rtt_ms, "method": method}
+    if target is not None:
+        data["target"] = target
+    return TelemetryEvent("rtt", run_id, rollout_id, t_ns, data)

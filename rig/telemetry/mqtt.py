@@ -1,11 +1,12 @@
 """MQTT bridge (aiomqtt): publish the bus to a broker, or feed a bus from one.
 
-- Topics: `rig/<run>/<rollout>/<kind>`; ids have `/ + #` replaced by `_`. Payloads are JSON
-  `{"v": 1, "kind", "run", "rollout", "t_ns", "data"}` (see docs/telemetry.md). Status
-  messages are retained, so a watcher that starts late still sees every rollout's state.
+How this works:
+- Topics and payloads are `rig.telemetry.wire`'s (`rig/<run>/<rollout>/<kind>`, JSON schema
+  v2, v1 still read, every message checked). Status and run messages are retained, so a
+  watcher that starts late still sees every rollout's state and the run's size.
 - `MqttPublisher` subscribes to the bus with its own bounded queue and wakes `flush_hz`
   times a second: non-chunk events go out as they are, per-chunk events are coalesced per
-  rollout and direction into one `chunk_batch` per flush (`ChunkCoalescer`, sans-I/O).
+  rollout and direction into one `chunk_batch` per flush (`rig.telemetry.coalesce`).
   It never blocks the bus: when the broker is slow or gone, the queue drops its oldest events
   (counted); the publisher reconnects with capped exponential backoff and, once back,
   republishes the latest status of every rollout.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import ssl
@@ -32,16 +32,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from rig.clock.base import Clock, MonotonicClock
 from rig.errors import ConfigError, ProtocolError
-from rig.redact import redact_text
-from rig.safejson import object_remote
-from rig.telemetry import validate
 from rig.telemetry.bus import EventBus, Subscription
-from rig.telemetry.events import SCHEMA_VERSION, TelemetryEvent
+from rig.telemetry.coalesce import ChunkCoalescer
+from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.wire import RETAINED_KINDS, decode, encode, subscription_filter, topic
 
 PASSWORD_ENV = "RIG_MQTT_PASSWORD"
-MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
 SLICE = 256  # events handled between two yields to the loop
-MAX_PAYLOAD_BYTES = 1 << 20  # a telemetry payload is small; anything bigger is refused
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -123,131 +120,6 @@ def _client(config: MqttConfig, **kw: Any) -> Any:
         tls_insecure=config.tls_insecure if config.tls else None,
         **kw,
     )
-
-
-# -- topics and payloads (pure) ------------------------------------------------------------------
-
-
-def topic_part(name: str) -> str:
-    """A string safe as one topic level."""
-    out = name.replace("/", "_").replace("+", "_").replace("#", "_")
-    return out or "_"
-
-
-def topic(run_id: str, rollout_id: str, kind: str) -> str:
-    return f"rig/{topic_part(run_id)}/{topic_part(rollout_id)}/{topic_part(kind)}"
-
-
-def subscription_filter(run_id: str | None = None) -> str:
-    return f"rig/{topic_part(run_id) if run_id else '+'}/+/+"
-
-
-def encode(ev: TelemetryEvent) -> bytes:
-    data = ev.data
-    if ev.kind == "status":  # the only kind with free text: target URL, reason
-        data = {k: redact_text(v) if isinstance(v, str) else v for k, v in data.items()}
-    payload = {
-        "v": SCHEMA_VERSION,
-        "kind": ev.kind,
-        "run": ev.run_id,
-        "rollout": ev.rollout_id,
-        "t_ns": ev.t_ns,
-        "data": data,
-    }
-    return json.dumps(payload, separators=(",", ":"), default=str).encode()
-
-
-def decode(payload: bytes | bytearray | str) -> TelemetryEvent:
-    """Parse one payload; ProtocolError for anything that is not a v1 telemetry event whose
-    fields have the types the rig publishes (rig.telemetry.validate)."""
-    obj = object_remote(payload, "telemetry payload", max_bytes=MAX_PAYLOAD_BYTES)
-    if obj.get("v") != SCHEMA_VERSION:
-        raise ProtocolError(f"unsupported telemetry schema version {obj.get('v')!r}", obj)
-    data = obj.get("data") or {}
-    if not isinstance(data, dict):
-        raise ProtocolError("malformed telemetry payload: data is not an object")
-    kind, run_id, rollout_id, t_ns = validate.check_header(
-        obj.get("kind"), obj.get("run"), obj.get("rollout"), obj.get("t_ns")
-    )
-    validate.check(kind, data)
-    return TelemetryEvent(kind=kind, run_id=run_id, rollout_id=rollout_id, t_ns=t_ns, data=data)
-
-
-# -- coalescing (pure) ---------------------------------------------------------------------------
-
-
-class _Pending:
-    __slots__ = ("run_id", "seq_first", "seq_last", "n", "samples", "lateness", "level", "t_ns")
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.seq_first = -1
-        self.seq_last = -1
-        self.n = 0
-        self.samples = 0
-        self.lateness: list[int] = []
-        self.level: float | None = None
-        self.t_ns = 0
-
-
-class ChunkCoalescer:
-    """Per-chunk events in, at most one `chunk_batch` per rollout and direction per period."""
-
-    def __init__(self, period_ns: int) -> None:
-        self.period_ns = period_ns
-        self._pending: dict[tuple[str, str, str], _Pending] = {}
-        self._last_flush: dict[tuple[str, str], int] = {}
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def add(self, ev: TelemetryEvent) -> None:
-        d = ev.data
-        key = (ev.run_id, ev.rollout_id, str(d.get("dir")))
-        p = self._pending.get(key)
-        if p is None:
-            p = self._pending[key] = _Pending(ev.run_id)
-            p.seq_first = int(d.get("seq", -1))
-        p.seq_last = int(d.get("seq", -1))
-        p.n += 1
-        p.samples += int(d.get("n_samples", 0))
-        p.t_ns = ev.t_ns
-        if d.get("lateness_ns") is not None:
-            p.lateness.append(int(d["lateness_ns"]))
-            if len(p.lateness) > 2 * MAX_BATCH_LATENESS:
-                del p.lateness[:-MAX_BATCH_LATENESS]
-        lv = d.get("level_dbfs")
-        if lv is not None and (p.level is None or lv > p.level):
-            p.level = float(lv)
-
-    def flush(self, now_ns: int, force: bool = False) -> list[TelemetryEvent]:
-        """Batches for rollouts whose last flush is at least one period old (all if force)."""
-        out: list[TelemetryEvent] = []
-        for key in list(self._pending):
-            run_id, rollout_id, direction = key
-            last = self._last_flush.get((run_id, rollout_id))
-            if not force and last is not None and now_ns - last < self.period_ns:
-                continue
-            p = self._pending.pop(key)
-            self._last_flush[(run_id, rollout_id)] = now_ns
-            out.append(
-                TelemetryEvent(
-                    "chunk_batch",
-                    run_id,
-                    rollout_id,
-                    p.t_ns,
-                    {
-                        "dir": direction,
-                        "seq_first": p.seq_first,
-                        "seq_last": p.seq_last,
-                        "n_chunks": p.n,
-                        "n_samples": p.samples,
-                        "lateness_ns": p.lateness[-MAX_BATCH_LATENESS:],
-                        "level_dbfs": p.level,
-                    },
-                )
-            )
-        return out
 
 
 def backoff(initial_s: float = 0.2, max_s: float = 5.0, factor: float = 2.0) -> Iterator[float]:
@@ -378,7 +250,7 @@ class MqttPublisher:
         if self._sub is None:
             return
         for ev in self._sub.drain():
-            if ev.kind == "status":
+            if ev.kind in RETAINED_KINDS:
                 self._last_status[(ev.run_id, ev.rollout_id)] = ev
             self.stats.dropped_offline += 1
         self.stats.dropped_offline += sum(
@@ -394,7 +266,7 @@ class MqttPublisher:
                 if ev.kind == "chunk":
                     self._coalescer.add(ev)
                     continue
-                if ev.kind == "status":
+                if ev.kind in RETAINED_KINDS:
                     self._last_status[(ev.run_id, ev.rollout_id)] = ev
                 await self._publish(client, ev)
             await asyncio.sleep(0)
@@ -409,7 +281,7 @@ class MqttPublisher:
                 topic(ev.run_id, ev.rollout_id, ev.kind),
                 encode(ev),
                 qos=0,
-                retain=ev.kind == "status",
+                retain=ev.kind in RETAINED_KINDS,
                 timeout=self._timeout_s,
             )
         except Exception:
@@ -424,7 +296,7 @@ class MqttPublisher:
 @dataclass(slots=True)
 class SubscriberStats:
     received: int = 0
-    malformed: int = 0  # dropped: not a valid v1 telemetry event (see last_malformed)
+    malformed: int = 0  # dropped: not a valid telemetry event (see last_malformed)
     last_malformed: str | None = None
     connects: int = 0
     connected: bool = False

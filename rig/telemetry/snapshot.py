@@ -5,8 +5,10 @@ amortized: bounded deques and counters). `Reducer.snapshot(now_ns)` freezes that
 a `FleetSnapshot` of `RolloutSnapshot`s that renderers and the headless printer read without
 locks: a snapshot never changes after it is made. Windowed statistics (send lateness p50/p99,
 peak levels) are computed at snapshot time from events inside the window ending at `now_ns`.
-Raw `chunk` events and the MQTT bridge's coalesced `chunk_batch` events reduce to the same
-state, so a dashboard fed from the broker shows what an in-process one shows.
+Raw `chunk` events and the coalesced `chunk_batch` events (MQTT bridge, view feed) reduce to
+the same state, so every view shows the same numbers. Run-level events (`run`, and `rtt` for a
+whole target) carry an empty rollout id and never make a row. The fleet band's numbers come
+from `rig.telemetry.fleet.summarize` over the frozen rollouts.
 
 Pure: no clock reads, no I/O; `now_ns` comes in as an argument.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,11 @@ class ReducerConfig:
     #: rollouts tracked at most (a broker can carry any number of ids): past it, the oldest
     #: finished rollout is forgotten; with none finished, events of new rollouts are refused
     max_rollouts: int = 2048
+    #: runs and per-target RTTs tracked at most (new ones past it are refused, counted)
+    max_runs: int = 64
+    #: response latencies kept for the band's p50/p95: past it, a uniform sample of them
+    #: (reservoir sampling, seeded), so memory stays bounded and the percentiles unbiased
+    max_latencies: int = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,17 @@ class RolloutSnapshot:
     up_timeline: tuple[bool, ...]
     down_timeline: tuple[bool, ...]
     recent: tuple[RecentEvent, ...]
+    dialect: str | None = None
+    transport: str | None = None
+    #: the rig's verdict on its own timing for this rollout; None until judged
+    timing_valid: bool | None = None
+    timing_reason: str | None = None
+    rtt_method: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Done with an outcome other than ok."""
+        return self.state == "done" and self.status not in (None, "ok")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +114,7 @@ class FleetSnapshot:
     events_applied: int = 0
     events_dropped: int = 0
     timeline_span_ns: int = 30 * NS_PER_S
+    summary: FleetSummary = field(default_factory=FleetSummary)
 
     def rollout(self, rollout_id: str) -> RolloutSnapshot | None:
         for r in self.rollouts:
@@ -124,9 +144,13 @@ class _Rollout:
         self.first_t_ns: int | None = None
         self.start_ns: int | None = None  # first connecting/running
         self.end_ns: int | None = None
+        self.dialect: str | None = None
+        self.transport: str | None = None
+        self.timing_valid: bool | None = None
+        self.timing_reason: str | None = None
         self.lateness: deque[tuple[int, int]] = deque(maxlen=4096)
         self.stalls = 0
-        self.rtt_ms: float | None = None
+        self.rtt: tuple[int, float, str] | None = None  # (t_ns, rtt_ms, method)
         self.offset_ms: float | None = None
         self.drift_ppm: float | None = None
         self.response: ResponseView | None = None
@@ -153,6 +177,9 @@ class Reducer:
     def __init__(self, config: ReducerConfig | None = None) -> None:
         self.config = config or ReducerConfig()
         self._rollouts: dict[tuple[str, str], _Rollout] = {}
+        self._runs: dict[str, RunInfo] = {}
+        self._target_rtt: dict[tuple[str, str], tuple[int, float, str]] = {}
+        self._latencies = LatencySample(self.config.max_latencies)  # every response's
         self.applied = 0
         self.dropped = 0  # set by whoever feeds us (subscription/bridge drops)
         self.evicted = 0  # finished rollouts forgotten to stay under max_rollouts
@@ -184,18 +211,29 @@ class Reducer:
     def apply(self, ev: TelemetryEvent) -> None:
         """Fold one event in. Unknown kinds are kept as recent events (forward compatible)."""
         self.applied += 1
+        d = ev.data
+        kind = ev.kind
+        if not ev.rollout_id:  # run-level: never a row
+            self._run_level(ev)
+            return
         r = self._get(ev)
         if r is None:
             return
-        d = ev.data
-        kind = ev.kind
         if kind == "chunk":
+            stall = d.get("stall")
             self._chunk(r, ev.t_ns, d.get("dir"), 1, d.get("lateness_ns"), d.get("level_dbfs"))
+            if d.get("lateness_ns") is not None:
+                self._stall(r, int(d["lateness_ns"]), None if stall is None else int(bool(stall)))
         elif kind == "chunk_batch":
             lat = d.get("lateness_ns") or []
             self._chunk(r, ev.t_ns, d.get("dir"), int(d.get("n_chunks", 0)), None, None)
+            n_stalls = d.get("n_stalls")
             for x in lat:
                 self._lateness(r, ev.t_ns, int(x))
+                if n_stalls is None:
+                    self._stall(r, int(x), None)
+            if n_stalls is not None:
+                r.stalls += int(n_stalls)
             self._level(r, ev.t_ns, d.get("dir"), d.get("level_dbfs"))
         elif kind == "status":
             self._status(r, ev)
@@ -208,7 +246,7 @@ class Reducer:
             self._recent(r, ev, f"{d.get('track')} speech {'on' if speech else 'off'}")
         elif kind == "clock":
             if d.get("rtt_ms") is not None:
-                r.rtt_ms = float(d["rtt_ms"])
+                self._rtt(r, ev.t_ns, float(d["rtt_ms"]), "clock fit")
             if d.get("offset_ms") is not None:
                 r.offset_ms = float(d["offset_ms"])
             if d.get("drift_ppm") is not None:
@@ -223,7 +261,11 @@ class Reducer:
                 placement=str(d.get("placement", "arrival")),
             )
             r.n_responses += 1
+            self._latencies.add(r.response.latency_ms)
             self._recent(r, ev, f"response {r.response.latency_ms:.0f} ms")
+        elif kind == "rtt":
+            if d.get("rtt_ms") is not None:
+                self._rtt(r, ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
         elif kind == "protocol":
             fields = d.get("fields") or {}
             extra = _fmt_fields(fields) if isinstance(fields, dict) else str(fields)
@@ -248,8 +290,39 @@ class Reducer:
 
     def _lateness(self, r: _Rollout, t_ns: int, lateness_ns: int) -> None:
         r.lateness.append((t_ns, lateness_ns))
-        if lateness_ns > self.config.stall_threshold_ns:
+
+    def _stall(self, r: _Rollout, lateness_ns: int, flagged: int | None) -> None:
+        """The pacer's own verdict when the event carries one, else the display threshold."""
+        if flagged is not None:
+            r.stalls += flagged
+        elif lateness_ns > self.config.stall_threshold_ns:
             r.stalls += 1
+
+    @staticmethod
+    def _rtt(r: _Rollout, t_ns: int, rtt_ms: float, method: str) -> None:
+        if r.rtt is None or t_ns >= r.rtt[0]:
+            r.rtt = (t_ns, rtt_ms, method)
+
+    def _run_level(self, ev: TelemetryEvent) -> None:
+        d = ev.data
+        if ev.kind == "run":
+            if ev.run_id not in self._runs and len(self._runs) >= self.config.max_runs:
+                self.refused += 1
+                return
+            conc = d.get("concurrency")
+            self._runs[ev.run_id] = RunInfo(
+                run_id=ev.run_id,
+                t_ns=ev.t_ns,
+                total=int(d.get("total") or 0),
+                skipped=int(d.get("skipped") or 0),
+                concurrency=int(conc) if conc is not None else None,
+            )
+        elif ev.kind == "rtt" and d.get("target") and d.get("rtt_ms") is not None:
+            key = (ev.run_id, str(d["target"]))
+            if key not in self._target_rtt and len(self._target_rtt) >= self.config.max_runs:
+                self.refused += 1
+                return
+            self._target_rtt[key] = (ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
 
     def _level(self, r: _Rollout, t_ns: int, direction: Any, level: Any) -> None:
         if level is not None:
@@ -260,6 +333,14 @@ class Reducer:
         state = str(d.get("state", r.state))
         if d.get("target") is not None:
             r.target = str(d["target"])
+        if d.get("dialect") is not None:
+            r.dialect = str(d["dialect"])
+        if d.get("transport") is not None:
+            r.transport = str(d["transport"])
+        if "timing_valid" in d:
+            tv = d["timing_valid"]
+            r.timing_valid = None if tv is None else bool(tv)
+            r.timing_reason = None if d.get("timing_reason") is None else str(d["timing_reason"])
         if state in ("connecting", "running") and r.start_ns is None:
             r.start_ns = ev.t_ns
         key = (r.run_id, r.rollout_id)
@@ -301,7 +382,7 @@ class Reducer:
         counts: dict[str, int] = {}
         for ro in rollouts:
             counts[ro.state] = counts.get(ro.state, 0) + 1
-        runs = tuple(dict.fromkeys(r.run_id for r in rollouts))
+        runs = tuple(dict.fromkeys([*self._runs, *(r.run_id for r in rollouts)]))
         return FleetSnapshot(
             t_ns=now_ns,
             run_ids=runs,
@@ -310,6 +391,13 @@ class Reducer:
             events_applied=self.applied,
             events_dropped=self.dropped,
             timeline_span_ns=self.config.timeline_span_ns,
+            summary=summarize(
+                rollouts,
+                list(self._runs.values()),
+                self._latencies.sorted_ms,
+                now_ns,
+                n_responses=self._latencies.n,
+            ),
         )
 
     def _freeze(self, r: _Rollout, now_ns: int, strips: bool) -> RolloutSnapshot:
@@ -324,6 +412,11 @@ class Reducer:
         elapsed = None
         if start is not None:
             elapsed = ((r.end_ns if r.end_ns is not None else now_ns) - start) / NS_PER_S
+        rtt = r.rtt
+        if r.target is not None:
+            host = self._target_rtt.get((r.run_id, r.target))
+            if host is not None and (rtt is None or host[0] > rtt[0]):
+                rtt = host
         return RolloutSnapshot(
             run_id=r.run_id,
             rollout_id=r.rollout_id,
@@ -337,7 +430,7 @@ class Reducer:
             lateness_p50_ms=p50,
             lateness_p99_ms=p99,
             stalls=r.stalls,
-            rtt_ms=r.rtt_ms,
+            rtt_ms=None if rtt is None else rtt[1],
             clock_offset_ms=r.offset_ms,
             clock_drift_ppm=r.drift_ppm,
             last_response=r.response,
@@ -349,6 +442,11 @@ class Reducer:
             up_timeline=self._strip(r.up, now_ns) if strips else (),
             down_timeline=self._strip(r.down, now_ns) if strips else (),
             recent=tuple(r.recent),
+            dialect=r.dialect,
+            transport=r.transport,
+            timing_valid=r.timing_valid,
+            timing_reason=r.timing_reason,
+            rtt_method=None if rtt is None else rtt[2],
         )
 
     def _peak(self, track: _Track, now_ns: int) -> float | None:

@@ -5,7 +5,9 @@ that `rig.telemetry.events` builds (`int(n_chunks)`, `float(rtt_ms)`...); a payl
 `{"n_chunks": "x"}` would raise inside the dashboard pump. `check(kind, data)` refuses, with a
 `ProtocolError` naming the field, any event whose known fields have the wrong type or an
 absurd size, so what reaches the bus is what the rig itself would have published. Unknown
-kinds pass (forward compatible): the reducer only lists them as text.
+kinds pass (forward compatible): the reducer only lists them as text. Schema v2's kinds
+(`run`, `rtt`) and fields (status dialect/transport/timing_valid/timing_reason, chunk stall,
+chunk_batch n_stalls) are checked like the rest.
 """
 
 from __future__ import annotations
@@ -72,14 +74,18 @@ def check(kind: str, data: dict[str, Any]) -> None:
     """Raise ProtocolError if a known kind's fields have the wrong type or size."""
     if kind == "status":
         _text(data, "state", 64)
-        for key in ("status", "reason", "target"):
+        for key in ("status", "reason", "target", "timing_reason"):
             _text(data, key)
+        for key in ("dialect", "transport"):
+            _text(data, key, 64)
+        _bool(data, "timing_valid")
     elif kind in ("chunk", "chunk_batch"):
         _text(data, "dir", 16)
         for key in ("seq", "seq_first", "seq_last"):
             _int(data, key)
-        for key in ("n_chunks", "n_samples"):
+        for key in ("n_chunks", "n_samples", "n_stalls"):
             _int(data, key, lo=0, hi=MAX_COUNT)
+        _bool(data, "stall")
         _num(data, "level_dbfs")
         late = data.get("lateness_ns")
         if kind == "chunk":
@@ -107,3 +113,10 @@ def check(kind: str, data: dict[str, Any]) -> None:
         for key in ("latency_ms", "uplink_ms", "model_ms", "downlink_ms", "queue_ms"):
             _num(data, key)
         _text(data, "placement", 64)
+    elif kind == "run":
+        for key in ("total", "skipped", "concurrency"):
+            _int(data, key, lo=0, hi=MAX_COUNT)
+    elif kind == "rtt":
+        _num(data, "rtt_ms")
+        _text(data, "method", 64)
+        _text(data, "target")

@@ -1,14 +1,20 @@
-"""Dashboard rendering and the Live/headless driver, on a capture console and a FakeClock."""
+"""Dashboard rendering, keys and the Live/headless driver, on a capture console and a
+FakeClock. (The view process fed a recorded stream: tests/dashboard/test_viewer.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 from rich.console import Console
 
 from rig.clock import FakeClock
 from rig.dashboard import Dashboard, render
+from rig.dashboard.keys import KeyDecoder
+from rig.dashboard.render import order_rows, rows_per_page
+from rig.dashboard.viewstate import ViewState, best_match
 from rig.telemetry import EventBus, Reducer, events
+from rig.telemetry.fleet import eta_s
 from rig.telemetry.snapshot import ReducerConfig
 
 MS = 1_000_000
@@ -67,10 +73,14 @@ def test_render_fleet_table_and_detail_panel() -> None:
     clock = FakeClock()
     snap = fleet(clock).snapshot(clock.now_ns())
     out = text_of(render(snap))
-    assert "run7" in out and "pending=1 running=1" in out
+    assert "rig · run7 · 0/2 done · 0 failed · 1 running · 1 pending · ETA –" in out
+    assert (
+        "stalls 2 in 1 rollout · timing invalid 0 · response latency p50 740 ms · p95 740 ms (n=1)"
+        in out
+    )
     row = next(line for line in out.splitlines() if "alpha" in line and "running" in line)
     assert "ws://sim:9/a" in row
-    assert "3.0s" in row  # elapsed since connecting: 50 ms + 150 x 20 ms
+    assert "0:03" in row  # elapsed since connecting: 50 ms + 150 x 20 ms
     assert "1.0/35.0" in row  # lateness p50/p99 over the 2 s window (contains the stall)
     assert " 2 " in row  # two stalls
     assert "8.5" in row and "740" in row and "-12" in row and "-30" in row
@@ -80,11 +90,10 @@ def test_render_fleet_table_and_detail_panel() -> None:
     assert "rollout alpha" in out
     assert "user silent" in out and "system SPEAKING" in out
     assert "offset -120.2 ms" in out and "drift +12.0 ppm" in out
-    assert "latency 740 ms (server, n=1)" in out
-    for part in ("uplink       20 ms", "model       650 ms", "queue        48 ms"):
-        assert part in out
+    assert "740 ms (server, n=1) = uplink 20 + model 650 + downlink 22 + queue 48 ms" in out
+    assert "RTT 8.5 ms (clock fit)" in out
     assert "response.done id=resp_1" in out
-    assert "up 150  down 50  stalls 2" in out
+    assert "up 150  down 50  stalls 2  timing –" in out
 
 
 def test_timeline_strip_and_meters_follow_the_snapshot_time() -> None:
@@ -105,16 +114,174 @@ def test_timeline_strip_and_meters_follow_the_snapshot_time() -> None:
     assert user.split("-10s", 1)[1].strip().startswith("·" * 5 + "██" + "·")
 
 
-def test_detail_option_and_row_limit() -> None:
+def test_detail_option_and_pages_instead_of_a_cut_list() -> None:
     clock = FakeClock()
     r = fleet(clock)
     for i in range(40):
         r.apply(events.status("run7", f"r{i:02d}", clock.now_ns(), "pending"))
-    out = text_of(render(r.snapshot(clock.now_ns()), detail="beta", max_rows=10))
+    snap = r.snapshot(clock.now_ns())
+    out = text_of(render(snap, detail="beta", max_rows=10))
     assert "rollout beta" in out and "▶ beta" in out
-    assert "… 32 more rollouts" in out
+    assert "page 1/5 · rows 1-10 of 42 · PgDn/PgUp" in out and "more rollouts" not in out
+    last = text_of(render(snap, detail="beta", max_rows=10, page=4))
+    assert "page 5/5 · rows 41-42 of 42" in last
+    assert "r39" in last and "r00" not in last
     # an unknown detail id falls back to the first active rollout
-    assert "rollout alpha" in text_of(render(r.snapshot(clock.now_ns()), detail="nope"))
+    assert "rollout alpha" in text_of(render(snap, detail="nope"))
+
+
+def test_rows_put_problems_first_then_running_pending_done() -> None:
+    r = Reducer()
+    t = 1 * S
+    for rid, state, status in (
+        ("ok1", "done", "ok"),
+        ("run10", "running", None),
+        ("run2", "running", None),
+        ("wait", "pending", None),
+        ("broke", "done", "error"),
+        ("stall1", "running", None),
+        ("stall3", "done", "ok"),
+    ):
+        r.apply(events.status("run", rid, t, state, status=status))
+    for k in range(3):
+        late = 30 * MS
+        r.apply(events.chunk("run", "stall3", t, "up", k, 320, lateness_ns=late, stall=True))
+    r.apply(events.chunk("run", "stall1", t, "up", 0, 320, lateness_ns=30 * MS, stall=True))
+    r.apply(
+        events.status(
+            "run", "ok1", t, "done", status="ok", timing_valid=False, timing_reason="writer"
+        )
+    )
+    snap = r.snapshot(t)
+    order = [x.rollout_id for x in order_rows(snap.rollouts)]
+    assert order == ["broke", "stall3", "stall1", "ok1", "run2", "run10", "wait"]
+    out = text_of(render(snap))
+    assert "1 failed" in out and "stalls 4 in 2 rollouts" in out and "timing invalid 1" in out
+    ok1 = next(line for line in out.splitlines() if "ok1" in line and "done" in line)
+    assert "invalid" in ok1
+    detail = text_of(render(snap, detail="ok1"))
+    assert "timing invalid (writer)" in detail
+
+
+def test_summary_band_counts_eta_and_latency_percentiles() -> None:
+    r = Reducer()
+    r.apply(events.run("run", 0, 6, concurrency=2))
+    for i, (start_s, end_s) in enumerate(((0, 10), (0, 12))):
+        rid = f"d{i}"
+        r.apply(events.status("run", rid, start_s * S, "running"))
+        r.apply(events.status("run", rid, end_s * S, "done", status="ok"))
+        r.apply(events.response("run", rid, end_s * S, 800.0 + 100 * i))
+    r.apply(events.status("run", "now", 12 * S, "running"))
+    r.apply(events.response("run", "now", 14 * S, 1500.0))
+    snap = r.snapshot(15 * S)
+    s = snap.summary
+    assert (s.total, s.done, s.failed, s.running, s.pending) == (6, 2, 0, 1, 3)
+    # median of done durations: 12 s (nearest rank of [10, 12]); the running one needs 9 s more,
+    # the free slot takes pending #1 and #3 (24 s), the other slot #2 after 9 s (21 s)
+    assert s.eta_s == pytest.approx(24.0)
+    assert (s.latency_p50_ms, s.latency_p95_ms, s.n_responses) == (900.0, 1500.0, 3)
+    out = text_of(render(snap))
+    assert "2/6 done · 0 failed · 1 running · 3 pending · ETA 0:24 · elapsed 0:15" in out
+    assert "p50 900 ms · p95 1500 ms (n=3)" in out
+
+
+def test_eta_needs_a_finished_rollout_and_never_claims_zero_for_running_ones() -> None:
+    assert eta_s([], [1.0], 3, 2) is None
+    assert eta_s([10.0], [4.0, 2.0], 0, 2) == pytest.approx(8.0)
+    assert eta_s([10.0], [14.0], 0, 1) is None  # running longer than any finished: unknown
+    assert eta_s([10.0], [], 5, 2) == pytest.approx(30.0)  # 3 waves on 2 slots
+    assert eta_s([10.0], [], 0, 2) == 0.0
+
+
+def test_rtt_per_rollout_or_for_every_rollout_of_a_target() -> None:
+    r = Reducer()
+    r.apply(events.status("run", "a", 0, "running", target="api.x:443", dialect="openai"))
+    r.apply(events.status("run", "b", 0, "running", target="other:1", dialect="rig"))
+    r.apply(events.rtt("run", "", 1 * S, 23.5, method="ping", target="api.x:443"))
+    r.apply(events.rtt("run", "b", 1 * S, 4.0, method="tcp_info"))
+    snap = r.snapshot(2 * S)
+    a, b = snap.rollout("a"), snap.rollout("b")
+    assert a is not None and b is not None
+    assert (a.rtt_ms, a.rtt_method, b.rtt_ms, b.rtt_method) == (23.5, "ping", 4.0, "tcp_info")
+    assert len(snap.rollouts) == 2  # run-level events never make a row
+    r.apply(events.clock("run", "a", 3 * S, rtt_ms=25.0))  # newer wins
+    a = r.snapshot(4 * S).rollout("a")
+    assert a is not None and (a.rtt_ms, a.rtt_method) == (25.0, "clock fit")
+    row = next(line for line in text_of(render(r.snapshot(4 * S))).splitlines() if " a " in line)
+    assert "api.x:443 openai" in row and "25.0" in row
+
+
+def test_untrusted_text_is_shown_as_text_never_as_markup() -> None:
+    r = Reducer()
+    evil = "[bold red]x[/] [link=http://evil]y"
+    r.apply(events.status("run", evil, 0, "done", status="error", reason="[/]boom[red]"))
+    r.apply(events.protocol("run", evil, 0, "[blink]server[/blink]", {"k": "[/]"}))
+    out = text_of(render(r.snapshot(0)))
+    assert evil[:20] in out and "[/]boom[red]" in out and "[blink]server[/blink]" in out
+
+
+def test_keys_page_focus_and_find_by_name() -> None:
+    order = [f"r{i:02d}" for i in range(25)]
+    v = ViewState()
+    v.key("n", order, 10, current=None)
+    assert v.focus == "r00" and v.page == 0
+    for _ in range(11):
+        v.key("n", order, 10, current=v.focus)
+    assert v.focus == "r11" and v.page == 1  # the focus brings its page into view
+    v.key("pgdn", order, 10, current=v.focus)
+    v.key("pgdn", order, 10, current=v.focus)
+    assert v.page == 2 and v.focus == "r11"  # paging leaves the focus where it is
+    v.key("home", order, 10, current=v.focus)
+    assert v.page == 0
+    v.key("G", order, 10, current=v.focus)
+    assert v.page == 2
+    for k in ("/", "r", "0", "7", "backspace", "5"):
+        v.key(k, order, 10, current=v.focus)
+    assert v.search == "r05" and v.focus == "r11"  # typing does not move yet
+    v.key("enter", order, 10, current=v.focus)
+    assert (v.focus, v.page, v.search) == ("r05", 0, None)
+    for k in ("/", "z", "enter"):
+        v.key(k, order, 10, current=v.focus)
+    assert v.focus == "r05" and v.message == "no rollout matches 'z'"
+    v.key("esc", order, 10, current=v.focus)
+    assert v.focus is None and v.message is None
+    v.key("q", order, 10, current=None)
+    assert v.quit
+    assert best_match("WEATHER", ["what", "weather-r1", "weather"]) == "weather"
+    assert best_match("eath", ["what", "weather-r1"]) == "weather-r1"
+
+
+def test_key_decoder_reads_escape_sequences_even_when_split() -> None:
+    d = KeyDecoder()
+    assert d.feed("nq\x1b[6~\x1b[5~\x1b[A\x1b[B\r\x7f/") == [
+        "n",
+        "q",
+        "pgdn",
+        "pgup",
+        "up",
+        "down",
+        "enter",
+        "backspace",
+        "/",
+    ]
+    assert d.feed("\x1b[") == []  # cut by the read
+    assert d.feed("6~x") == ["pgdn", "x"]
+    assert d.feed("\x1b") == ["esc"]
+    assert d.feed("\x1b[99Zq") == ["q"]  # unknown sequences are skipped whole
+
+
+def test_rows_per_page_fill_the_terminal() -> None:
+    clock = FakeClock()
+    r = fleet(clock)
+    for i in range(60):
+        r.apply(events.status("run7", f"p{i:02d}", clock.now_ns(), "pending"))
+    snap = r.snapshot(clock.now_ns())
+    for height in (30, 45, 60):
+        console = Console(record=True, width=140, height=height, color_system=None)
+        console.print(render(snap, max_rows=rows_per_page(height)))
+        lines = console.export_text().rstrip("\n").splitlines()
+        assert len(lines) <= height, height
+        assert len(lines) >= height - 3, height  # and use it
 
 
 async def test_headless_prints_status_lines_and_periodic_summary() -> None:
@@ -183,6 +350,8 @@ async def test_keys_pick_the_detailed_rollout_and_quit() -> None:
     assert dash.detail == "a"
     dash.handle_key("p")
     assert dash.detail == "c"
+    dash.handle_input("/b\r")
+    assert dash.detail == "b"
     assert not dash.quit.is_set()
     dash.handle_key("q")
     assert dash.quit.is_set()

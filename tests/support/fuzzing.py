@@ -43,8 +43,8 @@ from rig.safejson import JsonInputError, parse
 from rig.scenarios.fileformat import build_items, parse_file
 from rig.telemetry import events as tev
 from rig.telemetry.deviceclock import DeviceClockCollector
-from rig.telemetry.mqtt import decode as mqtt_decode
-from rig.telemetry.mqtt import encode as mqtt_encode
+from rig.telemetry.wire import decode as mqtt_decode
+from rig.telemetry.wire import encode as mqtt_encode
 
 Data = str | bytes
 

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from rig.telemetry import EventBus, Reducer, events
 from rig.telemetry.bus import Subscription
+from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import KINDS, SCHEMA_VERSION, TelemetryEvent
-from rig.telemetry.mqtt import ChunkCoalescer, decode, encode
 from rig.telemetry.snapshot import ReducerConfig
+from rig.telemetry.wire import decode, encode
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -171,3 +172,46 @@ def test_coalesced_batches_reduce_like_raw_chunks(lateness_ms: list[int], period
     a, b = raw.snapshot(now).rollouts[0], coalesced.snapshot(now).rollouts[0]
     assert (a.chunks_up, a.stalls) == (b.chunks_up, b.stalls)
     assert (a.lateness_p50_ms, a.lateness_p99_ms) == (b.lateness_p50_ms, b.lateness_p99_ms)
+
+
+def test_every_event_field_is_documented_and_every_documented_field_exists() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+    kinds_part = doc.split("## Event kinds (schema version 2)", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for block in kinds_part.split("### `")[1:]:
+        kind = block.split("`", 1)[0]
+        documented[kind] = set(re.findall(r"^\| `(\w+)` \|", block, flags=re.M))
+    assert documented == {k: set(v) for k, v in KINDS.items()}
+
+
+def test_every_status_carries_the_redacted_target_dialect_and_transport() -> None:
+    from rig.clock import FakeClock
+    from rig.telemetry.session_bridge import session_publisher, target_fields
+
+    secret = {"url": "wss://bob:hunter2@api.x.com:8443/v1/realtime?key=sk-123", "dialect": "openai"}
+    fields = target_fields({**secret, "transport": "ws"})
+    assert fields == {"target": "api.x.com:8443", "dialect": "openai", "transport": "ws"}
+    assert target_fields({"url": "ws://[::1]:9000/x", "transport": "ws"})["target"] == "[::1]:9000"
+    card = {"transport": "device", "output": "Loopback out", "input": "Loopback in"}
+    assert target_fields(card) == {"transport": "device", "target": "Loopback out"}
+    bus = EventBus()
+    sub = bus.subscribe()
+    publish = session_publisher(bus, "run", FakeClock(), targets={"a": fields})("a")
+    publish("status", {"state": "connecting"})
+    publish("chunk", {"dir": "up", "seq": 0, "n_samples": 320, "lateness_ns": 5, "stall": False})
+    publish(
+        "status", {"state": "done", "status": "ok", "timing_valid": False, "timing_reason": "x"}
+    )
+    publish("rtt", {"rtt_ms": 12.5, "method": "probe"})
+    got = sub.drain()
+    statuses = [e.data for e in got if e.kind == "status"]
+    assert all(d["target"] == "api.x.com:8443" and d["dialect"] == "openai" for d in statuses)
+    assert statuses[-1]["timing_valid"] is False and statuses[-1]["timing_reason"] == "x"
+    assert "hunter2" not in repr(got) and "sk-123" not in repr(got)
+    chunk = next(e for e in got if e.kind == "chunk")
+    assert chunk.data["stall"] is False
+    rtt = next(e for e in got if e.kind == "rtt")
+    assert rtt.data == {"rtt_ms": 12.5, "method": "probe"}

@@ -17,17 +17,10 @@ import pytest
 from rig.clock import MonotonicClock
 from rig.errors import ConfigError, ProtocolError
 from rig.telemetry import EventBus, Subscription, TelemetryEvent, events
+from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.deviceclock import DeviceClockProbe, SimulatedDevice, sample_offset_rtt_ns
-from rig.telemetry.mqtt import (
-    ChunkCoalescer,
-    MqttPublisher,
-    MqttSubscriber,
-    backoff,
-    decode,
-    encode,
-    parse_mqtt_url,
-    topic,
-)
+from rig.telemetry.mqtt import MqttPublisher, MqttSubscriber, backoff, parse_mqtt_url
+from rig.telemetry.wire import decode, encode, topic
 from tests.support.broker import Broker, needs_broker
 from tests.support.wait import until
 
@@ -63,11 +56,16 @@ def test_payloads_are_versioned_and_carry_no_secrets() -> None:
     ev = events.status("run/1", "r#0", 5, "connecting", target="wss://user:hunter2@api.x/v1?a=b")
     assert topic(ev.run_id, ev.rollout_id, ev.kind) == "rig/run_1/r_0/status"
     raw = encode(ev)
-    assert b'"v":1' in raw and b"hunter2" not in raw
+    assert b'"v":2' in raw and b"hunter2" not in raw
     back = decode(raw)
     assert back.data["target"] == "wss://api.x/v1?<redacted>"  # a query may hold a key
     assert back.run_id == "run/1"
-    for bad in (b"nope", b"[1]", b'{"v": 2, "kind": "status"}', b'{"v": 1, "kind": "x"}'):
+    # version 1 payloads (an older rig publishing) are still read
+    old = decode(
+        b'{"v":1,"kind":"status","run":"r","rollout":"a","t_ns":1,"data":{"state":"done"}}'
+    )
+    assert old.data == {"state": "done"}
+    for bad in (b"nope", b"[1]", b'{"v": 3, "kind": "status"}', b'{"v": 1, "kind": "x"}'):
         with pytest.raises(ProtocolError):
             decode(bad)
 
@@ -400,7 +398,7 @@ async def test_watch_in_tmux_starts_updates_and_quits(broker: Broker, tmp_path: 
             screen = await wait_for("tmuxroll")
             assert "running" in screen
             bus.publish(events.response("run1", "tmuxroll", time.monotonic_ns(), 987.0))
-            await wait_for("latency 987 ms")
+            await wait_for("987 ms (arrival")
             _lifecycle(bus, "tmuxroll", "done", status="ok")
             await wait_for("done:ok")
         await tmux("send-keys", "-t", session, "q")
