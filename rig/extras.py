@@ -66,11 +66,15 @@ EXTRAS: dict[str, Extra] = {
         ),
         Extra("mqtt", ("aiomqtt>=2.0",), ("aiomqtt",), "--mqtt, --device-clock, rig watch"),
         Extra("plot", ("matplotlib>=3.7",), ("matplotlib",), "rig plot"),
+        Extra("ray", ("ray>=2.9",), ("ray",), "rig run --engine ray (docs/scale-out.md)"),
     )
 }
 
-#: `pip install 'rig-voice[all]'`: every extra that installs from wheels (not pyaudio)
+#: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
+#: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
 ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot")
+#: extras left out of `all`
+NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend
@@ -89,6 +93,7 @@ MODULES: dict[str, str] = {
     "rig.transports.webrtc.signalling": "webrtc",
     "rig.transports.webrtc.stats": "webrtc",
     "rig.transports.webrtc.transport": "webrtc",
+    "rig.scaleout.ray_engine": "ray",
 }
 
 #: top-level import name -> the smallest extra that provides it

@@ -43,10 +43,12 @@ LAZY_OK = {
     "pyaudio",  # extra: pyaudio
     "aiomqtt",  # extra: mqtt
     "matplotlib",  # extra: plot
+    "ray",  # extra: ray
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc
     "rig.sim.webrtc_server",  # imports aiortc
+    "rig.scaleout.ray_engine",  # imports ray
 }
 
 

@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
+    args.argv = list(argv if argv is not None else sys.argv[1:])  # engines rerun it per shard
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE

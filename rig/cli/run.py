@@ -16,6 +16,7 @@ from rig.cli.common import (
     run_specs,
     uplink_rate,
 )
+from rig.cli.engine import add_engine_options, run_engine
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
@@ -61,6 +62,7 @@ def add_parser(sub: Any) -> None:
         "id, into the run directory <run-id>-shard-K-of-N; combine slices with rig merge",
     )
     g.add_argument("--node-id", help=argparse.SUPPRESS)  # set by an engine: metrics.json node
+    add_engine_options(g)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
             )
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
+    if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
+        return run_engine(args, [s.rollout_id for s in specs])
     runner = run_specs(
         args,
         specs,

@@ -61,7 +61,12 @@ class MergeResult:
 
 
 def merge(
-    out: str, shard_dirs: Sequence[str], *, force: bool = False, argv: Sequence[str] | None = None
+    out: str,
+    shard_dirs: Sequence[str],
+    *,
+    force: bool = False,
+    argv: Sequence[str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> MergeResult:
     """Merge `shard_dirs` into the run directory `out` (see the module docstring)."""
     if not shard_dirs:
@@ -99,7 +104,7 @@ def merge(
                 )
             statuses[rid] = rollout_done_status(shard.rollouts[rid]) or "missing"
         result.status_counts = dict(Counter(statuses.values()))
-        result.manifest = _manifest(out, shards, chosen, result, argv)
+        result.manifest = {**_manifest(out, shards, chosen, result, argv), **(extra or {})}
         os.makedirs(os.path.join(out, "manifests"), exist_ok=True)
         names = _manifest_names(shards)
         for shard, name in zip(shards, names, strict=True):
