@@ -11,10 +11,13 @@ within each rep so load drifts hit both:
           node, --concurrency 1 each: the same 2 rollouts in flight)
 
 Per run: start-up (the bench's launch to the first rollout's `session.start`, both on this
-machine's CLOCK_MONOTONIC: one host, so comparable), wall time, per-rollout overhead (the
-slot time not spent streaming: (wall - start-up) * 2 / n - mean rollout length, rollout
-length = `session.end` - `session.start`) and uplink send lateness p99 over every frame of
-every rollout (chunks.jsonl `t_ns - t_sched_ns`). Reported: mean and half-range over reps.
+machine's CLOCK_MONOTONIC: one host, so comparable), wall time, per-rollout overhead (per
+process: its slots x (last `session.end` - first `session.start`) minus the time its
+rollouts streamed, summed and divided by the rollouts: the gaps between rollouts, without
+start-up or the tail of an unevenly filled shard), tear-down (last `session.end` to the
+command's exit: analysis, merge, Ray shutdown), rollouts per process (hash slices are uneven
+for small runs) and uplink send lateness p99 over every frame of every rollout (chunks.jsonl
+`t_ns - t_sched_ns`). Reported: mean and half-range over reps.
 """
 
 from __future__ import annotations
@@ -63,31 +66,42 @@ def one_run(url: str, out: Path, repeat: int, ray_address: str | None) -> dict[s
     if r.returncode != 0:
         raise SystemExit(f"run failed ({r.returncode}): {r.stderr[-2000:]}")
     run_dir = out / "b" / "rollouts"
-    starts, lengths, late = [], [], []
+    spans: dict[str, list[tuple[int, int]]] = {}  # process (shard) -> (start, end) per rollout
+    late: list[int] = []
     for d in sorted(p for p in run_dir.iterdir() if p.is_dir()):
         ev = _events(d)
-        starts.append(ev["session.start"])
-        lengths.append(ev["session.end"] - ev["session.start"])
+        shard = json.loads((d / "metrics.json").read_text()).get("shard") or "local"
+        spans.setdefault(shard, []).append((ev["session.start"], ev["session.end"]))
         for line in (d / "chunks.jsonl").read_text().splitlines():
             c = json.loads(line)
             if c["dir"] == "up":
                 late.append(c["t_ns"] - c["t_sched_ns"])
-    n = len(lengths)
-    startup_ns = min(starts) - t_launch
-    overhead_ns = (wall_ns - startup_ns) * 2 / n - float(np.mean(lengths))
+    every = [x for v in spans.values() for x in v]
+    n = len(every)
+    idle_ns = 0.0  # per process: slots x (last end - first start) - time spent streaming
+    for v in spans.values():
+        slots = 2 if ray_address is None else 1
+        span = max(e for _, e in v) - min(s for s, _ in v)
+        idle_ns += slots * span - sum(e - s for s, e in v)
+    t_end = t_launch + wall_ns
     return {
         "n": n,
-        "startup_s": startup_ns / 1e9,
+        "per_process": sorted(len(v) for v in spans.values()),
+        "startup_s": (min(s for s, _ in every) - t_launch) / 1e9,
         "wall_s": wall_ns / 1e9,
-        "overhead_per_rollout_s": overhead_ns / 1e9,
+        "overhead_per_rollout_s": idle_ns / n / 1e9,
+        "teardown_s": (t_end - max(e for _, e in every)) / 1e9,
         "lateness_p99_ms": float(np.percentile(late, 99)) / 1e6,
         "stalls": int(sum(1 for x in late if x > 20e6)),
     }
 
 
+KEYS = ("startup_s", "wall_s", "overhead_per_rollout_s", "teardown_s", "lateness_p99_ms")
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, str]:
     out = {}
-    for key in ("startup_s", "wall_s", "overhead_per_rollout_s", "lateness_p99_ms"):
+    for key in KEYS:
         v = np.array([r[key] for r in runs])
         out[key] = f"{v.mean():.2f} ± {(v.max() - v.min()) / 2:.2f}"
     out["stalls"] = str(sum(r["stalls"] for r in runs))
@@ -122,7 +136,11 @@ def main() -> None:
     )
     rows = {m: summarize(rs) for m, rs in results.items()}
     print(f"{'':26}{'local':>18}{'ray (2 nodes)':>18}")
-    for key in ("startup_s", "wall_s", "overhead_per_rollout_s", "lateness_p99_ms", "stalls"):
+    print(
+        f"{'rollouts per process':26}{str(results['local'][0]['per_process']):>18}"
+        f"{str(results['ray'][0]['per_process']):>18}"
+    )
+    for key in (*KEYS, "stalls"):
         print(f"{key:26}{rows['local'][key]:>18}{rows['ray'][key]:>18}")
 
 
