@@ -5,6 +5,7 @@
     binding.py              what a PortAudio binding provides (`Backend`, `RawStream`)
     sounddevice_binding.py  sounddevice (the `device` extra)
     pyaudio_binding.py      PyAudio (the `pyaudio` extra)
+    threadstate.py          one lasting Python thread state for PyAudio's callback thread
     stream.py               DeviceStream: the asyncio shell over the raw streams
     timeinfo.py             sans-I/O: stream frame -> shared clock (exact and live), which
                             output frame each queued sample played at, and whether

@@ -17,12 +17,15 @@ from rig.device.model import (
     StreamSettings,
     describe_pair,
 )
+from rig.device.threadstate import pin_thread_state as pin
 from rig.errors import DeviceError
 
 
 class PyAudioBackend:
     """PortAudio through PyAudio. PyAudio cannot pass a suggested latency: its streams
-    always open with the device's default low latency, whatever `settings.latency` says."""
+    always open with the device's default low latency, whatever `settings.latency` says.
+    Its callbacks pin their thread's Python state (rig.device.threadstate): without it
+    PyAudio builds and destroys one per callback, and the JACK client misses cycles."""
 
     name = "pyaudio"
 
@@ -103,6 +106,7 @@ class PyAudioBackend:
         def duplex_cb(
             data: bytes | None, frames: int, ti: dict[str, float], status: int
         ) -> tuple[bytes, int]:
+            pin()
             outbuf = np.empty((frames, out_ch), dtype=np.int16)
             callbacks.on_duplex(
                 as_in(data, frames),
@@ -117,6 +121,7 @@ class PyAudioBackend:
         def in_cb(
             data: bytes | None, frames: int, ti: dict[str, float], status: int
         ) -> tuple[None, int]:
+            pin()
             callbacks.on_input(
                 as_in(data, frames), ti["input_buffer_adc_time"], ti["current_time"], status
             )
@@ -125,6 +130,7 @@ class PyAudioBackend:
         def out_cb(
             data: bytes | None, frames: int, ti: dict[str, float], status: int
         ) -> tuple[bytes, int]:
+            pin()
             outbuf = np.empty((frames, out_ch), dtype=np.int16)
             callbacks.on_output(outbuf, ti["output_buffer_dac_time"], ti["current_time"], status)
             return outbuf.tobytes(), cont
