@@ -58,10 +58,12 @@ def shard_argv(argv: Sequence[str]) -> list[str]:
     return [*out, "--headless"]
 
 
-def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
-    """Plan, run and merge the shards; the exit status of `rig run`."""
-    from rig.cli import EXIT_FAILED, EXIT_OK, EXIT_ROLLOUTS_FAILED
-
+def check_engine_options(args: argparse.Namespace) -> None:
+    """Before anything is opened: what an engine cannot do, and ranges."""
+    if args.engine == "local":
+        if args.shards is not None or args.ray_address is not None:
+            raise ConfigError("--shards and --ray-address go with --engine ray")
+        return
     if args.shard is not None:
         raise ConfigError("--engine ray plans the shards itself: drop --shard")
     if args.transport == "device":
@@ -73,6 +75,13 @@ def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
             f"--ray-cpus-per-shard must be in [0.1, 1024], got {args.ray_cpus_per_shard}"
         )
     require("ray", "--engine ray")
+
+
+def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
+    """Plan, run and merge the shards; the exit status of `rig run`."""
+    from rig.cli import EXIT_FAILED, EXIT_OK, EXIT_ROLLOUTS_FAILED
+
+    check_engine_options(args)
     if _loopback(args.ray_address):
         # a laptop's Ray stays on 127.0.0.1 (Ray would otherwise bind the host's address);
         # read by Ray at import: set before importing it

@@ -16,7 +16,7 @@ from rig.cli.common import (
     run_specs,
     uplink_rate,
 )
-from rig.cli.engine import add_engine_options, run_engine
+from rig.cli.engine import add_engine_options, check_engine_options, run_engine
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     check_run_options(args)
+    check_engine_options(args)
     if args.shard is not None:
         from rig.ids import check_id
         from rig.runner import new_run_id
