@@ -179,3 +179,21 @@ def test_merge_again_after_a_shard_rerun_and_out_rules(tmp_path, capsys) -> None
     assert main(["merge", str(Path(shards[0]) / "m"), *shards]) == 2
     assert main(["merge", str(tmp_path / "m4"), str(tmp_path / "nope")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_copies_where_links_are_refused(tmp_path, monkeypatch) -> None:
+    """Another file system (EXDEV): the merge copies, the shards are untouched."""
+    import errno
+
+    shards = _shards(tmp_path)
+
+    def no_link(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    result = merge(str(tmp_path / "m"), shards)
+    assert result.linked == 0 and result.copied == 2 * len(IDS)
+    rid = split(IDS, N)[0][0]
+    src = Path(shards[0]) / "rollouts" / rid / "user.wav"
+    dst = tmp_path / "m" / "rollouts" / rid / "user.wav"
+    assert not os.path.samefile(src, dst) and src.read_bytes() == dst.read_bytes()
