@@ -100,7 +100,17 @@ def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
 
     engine: dict[str, Any] = {"name": "ray", **ray_engine.connect(args.ray_address)}
     try:
-        count = ray_engine.plan_count(len(rollout_ids), args.ray_cpus_per_shard, args.shards)
+        # a rerun keeps the split it started with (another N would be another slicing, and
+        # nothing would resume), whatever the cluster looks like now
+        previous = previous_count(out, run_id)
+        count = ray_engine.plan_count(
+            len(rollout_ids), args.ray_cpus_per_shard, args.shards or previous
+        )
+        if previous is not None and count != previous:
+            raise ConfigError(
+                f"{out}/{run_id} was split into {previous} shards: rerun with --shards "
+                f"{previous} (or give a new --run-id)"
+            )
         engine["nodes"] = ray_engine.nodes()
         progress(f"{len(rollout_ids)} rollouts in {count} shards on {len(engine['nodes'])} nodes")
         outcomes = ray_engine.run_shards(
@@ -127,6 +137,23 @@ def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
         return EXIT_FAILED
     ok = result.complete and set(result.status_counts) <= {"ok"}
     return EXIT_OK if ok and not any(o["lost"] for o in outcomes) else EXIT_ROLLOUTS_FAILED
+
+
+def previous_count(out: str, run_id: str) -> int | None:
+    """N of the shard directories `<run-id>-shard-K-of-N` an earlier run left (None: none)."""
+    import re
+
+    pattern = re.compile(rf"\A{re.escape(run_id)}-shard-[0-9]+-of-([0-9]+)\Z")
+    found = {
+        int(m.group(1))
+        for name in (os.listdir(out) if os.path.isdir(out) else [])
+        if (m := pattern.match(name))
+    }
+    if len(found) > 1:
+        raise ConfigError(
+            f"{out} holds shards of {run_id} split {sorted(found)} ways: merge by hand"
+        )
+    return found.pop() if found else None
 
 
 def _loopback(address: str | None) -> bool:

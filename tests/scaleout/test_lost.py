@@ -55,3 +55,20 @@ def test_dead_shard_rollouts_are_redone_by_a_rerun(tmp_path: Path) -> None:
     mark_lost(str(shard), ["a", "b"], "node lost: y", {})
     assert rollout_done(str(shard / "rollouts" / "a"))
     assert not rollout_done(str(shard / "rollouts" / "b"))
+
+
+def test_a_rerun_keeps_the_split_it_started_with(tmp_path: Path) -> None:
+    import pytest
+
+    from rig.cli.engine import previous_count
+    from rig.errors import ConfigError
+
+    assert previous_count(str(tmp_path / "nothing"), "r") is None
+    (tmp_path / "r-shard-0-of-3").mkdir()
+    (tmp_path / "r-shard-2-of-3").mkdir()
+    (tmp_path / "rr-shard-0-of-5").mkdir()  # another run id
+    (tmp_path / "r").mkdir()  # the merged run
+    assert previous_count(str(tmp_path), "r") == 3
+    (tmp_path / "r-shard-1-of-2").mkdir()
+    with pytest.raises(ConfigError, match="split"):
+        previous_count(str(tmp_path), "r")
