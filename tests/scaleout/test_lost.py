@@ -72,3 +72,13 @@ def test_a_rerun_keeps_the_split_it_started_with(tmp_path: Path) -> None:
     (tmp_path / "r-shard-1-of-2").mkdir()
     with pytest.raises(ConfigError, match="split"):
         previous_count(str(tmp_path), "r")
+
+
+def test_a_shard_killed_by_a_signal_is_lost_an_exit_status_is_not() -> None:
+    import pytest
+
+    pytest.importorskip("ray")
+    from rig.scaleout.ray_engine import _lost_reason
+
+    assert _lost_reason(-9) == "node lost: the shard process was killed by SIGKILL"
+    assert _lost_reason(0) is None and _lost_reason(3) is None and _lost_reason(1) is None
