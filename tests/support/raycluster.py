@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,10 +28,16 @@ def two_node_cluster(cpus_per_node: int = 2) -> Iterator[Any]:
         "object_store_memory": OBJECT_STORE_BYTES,
         "node_ip_address": "127.0.0.1",
     }
+    # the head node installs a SIGTERM handler in this process (kill its raylets, then
+    # sys.exit(1)): right while the cluster lives, wrong for every later test: put it back
+    sigterm = signal.getsignal(signal.SIGTERM)
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         cluster.add_node(**node)
         cluster.wait_for_nodes()
         yield cluster
     finally:
-        cluster.shutdown()
+        try:
+            cluster.shutdown()
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)
