@@ -72,11 +72,15 @@ EXTRAS: dict[str, Extra] = {
             ("faster_whisper", "ctranslate2"),
             "word-level onsets (rig run --asr-model)",
         ),
+        Extra("ray", ("ray>=2.9",), ("ray",), "rig run --engine ray (docs/scale-out.md)"),
     )
 }
 
-#: `pip install 'rig-voice[all]'`: every extra that installs from wheels (not pyaudio)
+#: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
+#: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
 ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "asr")
+#: extras left out of `all`
+NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend
@@ -95,6 +99,7 @@ MODULES: dict[str, str] = {
     "rig.transports.webrtc.signalling": "webrtc",
     "rig.transports.webrtc.stats": "webrtc",
     "rig.transports.webrtc.transport": "webrtc",
+    "rig.scaleout.ray_engine": "ray",
 }
 
 #: top-level import name -> the smallest extra that provides it

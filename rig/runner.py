@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import socket
 import time
 import uuid
 from collections import Counter
@@ -56,6 +57,7 @@ from rig.recordings.writer import (
 )
 from rig.redact import redact_text
 from rig.session import Session, SessionConfig
+from rig.shard import Shard
 from rig.transports.base import Transport
 
 DONE_STATUSES = frozenset({"ok", "no_audio"})
@@ -107,12 +109,24 @@ class Runner:
         tolerance: TimingTolerance | None = None,
         manifest_name: str = "manifest.json",
         asr_model: str | None = None,
+        shard: Shard | None = None,
+        node: str | None = None,
     ) -> None:
         self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
         #: what the rig tolerates of its own timing before a rollout is not timing_valid
         self.tolerance = tolerance or TimingTolerance()
         #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
         self.asr_model = asr_model
+        #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
+        self.shard = shard
+        #: where this process runs, written into every metrics.json: per-node monotonic
+        #: times are never compared across nodes, so each rollout says which node it ran on
+        host = socket.gethostname()
+        self.placement: dict[str, Any] = {
+            "host": host,
+            "node": node or host,
+            "shard": shard.label if shard is not None else None,
+        }
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -155,6 +169,11 @@ class Runner:
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
         for spec in specs:  # each becomes a directory: one safe path part, before any I/O
             check_id(spec.rollout_id, "rollout id")
+        all_ids = [s.rollout_id for s in specs]
+        targets = _unique_targets(specs)  # the run's, even for a shard that gets no rollout
+        if self.shard is not None:  # the filter hook: this process runs one slice
+            shard = self.shard
+            specs = [s for s in specs if shard.owns(s.rollout_id)]
         try:
             os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         except OSError as exc:
@@ -176,13 +195,15 @@ class Runner:
                 "timing_tolerance": self.tolerance.as_dict(),
                 **self.config,  # a worker records the run's totals (rig.workers)
             },
-            targets=_unique_targets(specs),
+            targets=targets,
             seed=self.seed,
             started_ns=self.clock.now_ns(),
         )
         manifest["rollouts"] = {
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
         }
+        manifest["shard"] = self.shard.describe(all_ids) if self.shard is not None else None
+        manifest["node"] = self.placement["node"]
         if previous:
             changed = resume.changes(previous, manifest)
             if changed and not self.force_resume:
@@ -424,6 +445,7 @@ class Runner:
         for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
             if isinstance(metrics.get(key), str):
                 metrics = {**metrics, key: redact_text(metrics[key])}
+        metrics = {**metrics, **self.placement}
 
         def write() -> None:
             os.makedirs(d, exist_ok=True)

@@ -23,7 +23,8 @@ MAX_LINES = 500
 #: packages side by side in one layer never import each other
 LAYERS: list[tuple[str, ...]] = [
     ("rig", "rig.errors"),  # `rig`: the package root alone (__version__)
-    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids"),  # secrets, untrusted JSON, ranges
+    # secrets, untrusted JSON, ranges, ids, shard assignment
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
@@ -31,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner", "rig.relay"),  # many rollouts; the impairment relay process
+    ("rig.runner", "rig.relay", "rig.scaleout"),  # many rollouts; the relay; shards, Ray
     ("rig.workers",),  # one command sharded over worker processes
     ("rig.cli",),
     ("rig.__main__",),
@@ -45,10 +46,12 @@ LAZY_OK = {
     "aiomqtt",  # extra: mqtt
     "matplotlib",  # extra: plot
     "faster_whisper",  # extra: asr
+    "ray",  # extra: ray
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc
     "rig.sim.webrtc_server",  # imports aiortc
+    "rig.scaleout.ray_engine",  # imports ray
 }
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "sim": "sim",
     "run": "run",
     "report": "report",
+    "merge": "merge",
     "plot": "plot",
     "scenarios": "scenarios",
     "watch": "watch",

@@ -394,6 +394,7 @@ async def _run_specs(
     from rig.cli.netopts import impair_config
     from rig.clock.base import MonotonicClock
     from rig.runner import Runner, rollout_done
+    from rig.shard import parse_shard
     from rig.telemetry import events as ev
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher, target_fields
@@ -404,6 +405,7 @@ async def _run_specs(
 
         require("asr", "--asr-model")
         config = {**config, "asr_model": asr_model}
+    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
     clock = MonotonicClock()
     bus = EventBus()
     # only to ask whether stderr is a terminal: the live view draws in its own process
@@ -417,6 +419,9 @@ async def _run_specs(
             "concurrency": args.concurrency,
             "connect_concurrency": args.connect_concurrency,
         }
+    # the runner takes the whole plan (its manifest describes the slice within it); the
+    # live view counts this process's slice
+    mine = [s for s in specs if shard is None or shard.owns(s.rollout_id)]
     view: Any = None
 
     def progress(line: str) -> None:
@@ -436,6 +441,8 @@ async def _run_specs(
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
         tolerance=tolerance_of(args),
+        shard=shard,
+        node=getattr(args, "node_id", None),
         clock=clock,
         seed=args.seed,
         config={
@@ -447,10 +454,10 @@ async def _run_specs(
         progress=progress,
         asr_model=asr_model,
     )
-    targets = {s.rollout_id: target_fields(s.target) for s in specs}
+    targets = {s.rollout_id: target_fields(s.target) for s in mine}
     runner.publish_factory = session_publisher(bus, runner.run_id, clock, targets=targets)
     skipped = sum(
-        rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in specs
+        rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in mine
     )
     relay = getattr(args, "impair_relay", None)
     async with AsyncExitStack() as stack:
@@ -466,7 +473,7 @@ async def _run_specs(
             view = ViewProcess(
                 bus,
                 detail=getattr(args, "detail", None),
-                refresh_hz=4.0 if len(specs) <= 10 else 2.0,
+                refresh_hz=4.0 if len(mine) <= 10 else 2.0,
                 clock=clock,
             )
             if await view.start():
@@ -495,7 +502,7 @@ async def _run_specs(
             ev.run(
                 runner.run_id,
                 clock.now_ns(),
-                len(specs) - skipped,
+                len(mine) - skipped,
                 skipped=skipped,
                 concurrency=runner.concurrency,
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.cli.capacity import run_sharded, timing_invalid_lines
@@ -17,12 +17,10 @@ from rig.cli.common import (
     run_specs,
     uplink_rate,
 )
+from rig.cli.engine import add_engine_options, check_engine_options, run_engine
 from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
-
-if TYPE_CHECKING:
-    pass
 
 
 def add_parser(sub: Any) -> None:
@@ -65,12 +63,29 @@ def add_parser(sub: Any) -> None:
         help="auto (stored for this exact path), none, or a calibration JSON file",
     )
     add_run_options(p)
+    g = p.add_argument_group("scale-out (docs/scale-out.md)")
+    g.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only slice K (from 0) of N of the rollouts, chosen by a hash of the rollout "
+        "id, into the run directory <run-id>-shard-K-of-N; combine slices with rig merge",
+    )
+    g.add_argument("--node-id", help=argparse.SUPPRESS)  # set by an engine: metrics.json node
+    add_engine_options(g)
 
 
 def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     check_run_options(args)
+    check_engine_options(args)
+    if args.shard is not None:
+        from rig.ids import check_id
+        from rig.runner import new_run_id
+        from rig.shard import parse_shard
+
+        shard = parse_shard(args.shard)
+        args.run_id = check_id(f"{args.run_id or new_run_id()}-{shard.dir_suffix}", "--run-id")
     from rig.scenarios import resolve
 
     require_extras(args, args.transport, args.dialect)
@@ -87,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
             )
     items = resolve(args.scenario, rate)
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
+    if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
+        return run_engine(args, [s.rollout_id for s in specs])
     if args.workers > 1 and args.worker_index is None:
         return run_sharded(args, len(specs))
     runner = run_specs(
