@@ -3,6 +3,7 @@ and memory per rollout.
 
     python bench/concurrency.py --n 10 25 50 --seconds 8
     python bench/concurrency.py --n 50 --hogs 2 --rt-priority 0 3   # under CPU contention
+    python bench/concurrency.py --n 10 --waves 3 --asr off tiny.en off tiny.en  # ASR on/off
 
 Each rollout plays a tone turn of --seconds (one reply, then drain). Reports, per N: p50/p99/
 max uplink send lateness over all frames of all rollouts (target p99 < 5 ms), stalls, and
@@ -10,7 +11,10 @@ the RSS growth of this process during the run divided by N (memory per rollout; 
 analysis worker is a separate process and not counted). --hogs K starts K busy processes
 (normal priority) for the whole run, the way a build or the system under test on the same box
 takes the cores; --rt-priority compares normal scheduling (0) with SCHED_FIFO for the loop
-thread (rig/realtime.py) side by side, alternating in one run.
+thread (rig/realtime.py) side by side, alternating in one run. --asr compares runs without
+and with word-level ASR (a faster-whisper model name or path, run in the analysis worker
+after each rollout); with --waves W, N*W rollouts run N at a time, so the worker's ASR of
+finished rollouts overlaps the streaming of later ones (what could move pacing).
 """
 
 from __future__ import annotations
@@ -56,7 +60,15 @@ def uplink_lateness_ns(run_dir: str, rollout_ids: list[str]) -> list[int]:
     return late
 
 
-async def one_run(url: str, n: int, seconds: float, out: str, rt_priority: int) -> dict[str, Any]:
+async def one_run(
+    url: str,
+    n: int,
+    seconds: float,
+    out: str,
+    rt_priority: int,
+    asr_model: str | None = None,
+    waves: int = 1,
+) -> dict[str, Any]:
     plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
     specs = [
         RolloutSpec(
@@ -67,7 +79,7 @@ async def one_run(url: str, n: int, seconds: float, out: str, rt_priority: int) 
             {"scenario": "bench", "item": "tone", "kind": "turn_taking"},
             SessionConfig(drain_quiet_s=1.0, max_s=seconds + 20, probe_interval_s=0.5),
         )
-        for i in range(n)
+        for i in range(n * waves)
     ]
     rss0 = rss_kb()
     peak = [rss0]
@@ -78,13 +90,20 @@ async def one_run(url: str, n: int, seconds: float, out: str, rt_priority: int) 
             await asyncio.sleep(0.25)
 
     w = asyncio.create_task(watch())
-    runner = Runner(out, concurrency=n, connect_concurrency=16, rt_priority=rt_priority)
+    runner = Runner(
+        out, concurrency=n, connect_concurrency=16, rt_priority=rt_priority, asr_model=asr_model
+    )
     result = await runner.run(specs)
     w.cancel()
     stalls = sum(r.get("uplink", {}).get("stalls", 0) for r in result["results"].values())
     x = np.array(uplink_lateness_ns(result["run_dir"], list(result["results"]))) / 1e6
     return {
         "n": n,
+        "rollouts": n * waves,
+        "asr": asr_model or "off",
+        "asr_on": sum(
+            1 for r in result["results"].values() if (r.get("timing") or {}).get("asr") == "on"
+        ),
         "scheduling": read_manifest(result["run_dir"])["scheduling"],
         "statuses": result["status_counts"],
         "frames": int(x.size),
@@ -107,6 +126,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--hogs", type=int, default=0, help="busy processes competing for the CPU")
     ap.add_argument("--rt-priority", type=int, nargs="+", default=[0])
+    ap.add_argument("--asr", nargs="+", default=["off"], help="off or a model, alternating")
+    ap.add_argument("--waves", type=int, default=1, help="N*WAVES rollouts, N at a time")
     args = ap.parse_args()
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     sim = subprocess.Popen(
@@ -123,8 +144,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             for n in args.n:
                 for prio in args.rt_priority:
-                    r = asyncio.run(one_run(url, n, args.seconds, out, prio))
-                    print(json.dumps({"hogs": args.hogs, **r}), flush=True)
+                    for asr in args.asr:
+                        model = None if asr == "off" else asr
+                        r = asyncio.run(one_run(url, n, args.seconds, out, prio, model, args.waves))
+                        print(json.dumps({"hogs": args.hogs, **r}), flush=True)
     finally:
         for h in hogs:
             h.kill()

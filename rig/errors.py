@@ -10,6 +10,8 @@
     └── RemoteError                the other side: the system under test or the network
         ├── ProtocolError          a peer that sends something the protocol does not allow
         └── TransportError         a connection that fails, times out or closes mid-stream
+            └── DeadlineError      a network await that passed its deadline (a peer that
+                                   stopped reading or answering): the rollout is `timed_out`
 
 Any other exception escaping the rig is a bug. Errors carry structured fields so the
 session can record them (status + reason) instead of parsing messages.
@@ -84,3 +86,9 @@ class TransportError(RemoteError):
         super().__init__(reason)
         self.reason = reason
         self.code = code
+
+
+class DeadlineError(TransportError):
+    """A network await passed its deadline: a send the peer never drained (it stopped
+    reading, the TCP window is full), an answer that never came, or the rollout's
+    wall-clock cap. The reason names what was stuck and for how long."""

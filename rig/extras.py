@@ -66,6 +66,13 @@ EXTRAS: dict[str, Extra] = {
         ),
         Extra("mqtt", ("aiomqtt>=2.0",), ("aiomqtt",), "--mqtt, --device-clock, rig watch"),
         Extra("plot", ("matplotlib>=3.7",), ("matplotlib",), "rig plot"),
+        Extra(
+            "asr",
+            ("faster-whisper>=1.0",),
+            ("faster_whisper", "ctranslate2"),
+            "word-level onsets (rig run --asr-model)",
+        ),
+        Extra("ray", ("ray>=2.9",), ("ray",), "rig run --engine ray (docs/scale-out.md)"),
         Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
         Extra(
             "otel",
@@ -76,8 +83,11 @@ EXTRAS: dict[str, Extra] = {
     )
 }
 
-#: `pip install 'rig-voice[all]'`: every extra that installs from wheels (not pyaudio)
-ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "analysis", "otel")
+#: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
+#: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
+ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel")
+#: extras left out of `all`
+NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend
@@ -97,6 +107,7 @@ MODULES: dict[str, str] = {
     "rig.transports.webrtc.signalling": "webrtc",
     "rig.transports.webrtc.stats": "webrtc",
     "rig.transports.webrtc.transport": "webrtc",
+    "rig.scaleout.ray_engine": "ray",
 }
 
 #: top-level import name -> the smallest extra that provides it

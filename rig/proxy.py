@@ -99,8 +99,11 @@ class RecordingProxy:
         clock: Clock | None = None,
         max_message_bytes: int = 16 << 20,
         idle_timeout_s: float = 300.0,
+        connect_via: tuple[str, int] | None = None,
     ) -> None:
         self.clock: Clock = clock or MonotonicClock()
+        #: TCP address to reach the upstream through (an impairment relay, rig.relay.process)
+        self.connect_via = connect_via
         self.upstream = upstream
         self.out_dir = out_dir
         self.connect_timeout_s = connect_timeout_s
@@ -173,6 +176,9 @@ class RecordingProxy:
         log: ConnectionLog,
         lines: list[str],
     ) -> None:
+        via: dict[str, Any] = {}
+        if self.connect_via is not None:
+            via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
         try:
             upstream = await asyncio.wait_for(
                 SafeConnect(
@@ -182,6 +188,7 @@ class RecordingProxy:
                     max_size=self.max_message_bytes,
                     compression=None,
                     ping_interval=None,
+                    **via,
                 ),
                 self.connect_timeout_s,
             )

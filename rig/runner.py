@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import socket
 import time
 import uuid
 from collections import Counter
@@ -41,8 +42,10 @@ from rig.childproc import die_with_parent
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
+from rig.core.selfcheck import TimingTolerance
 from rig.errors import ConfigError, DataFileError
 from rig.ids import attempt_name, check_id
+from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.sink import Publish
@@ -54,6 +57,7 @@ from rig.recordings.writer import (
 )
 from rig.redact import redact_text
 from rig.session import Session, SessionConfig
+from rig.shard import Shard
 from rig.transports.base import Transport
 
 DONE_STATUSES = frozenset({"ok", "no_audio"})
@@ -102,7 +106,27 @@ class Runner:
         start_interval_s: float = 0.02,
         rt_priority: int = 0,
         force_resume: bool = False,
+        tolerance: TimingTolerance | None = None,
+        manifest_name: str = "manifest.json",
+        asr_model: str | None = None,
+        shard: Shard | None = None,
+        node: str | None = None,
     ) -> None:
+        self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
+        #: what the rig tolerates of its own timing before a rollout is not timing_valid
+        self.tolerance = tolerance or TimingTolerance()
+        #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
+        self.asr_model = asr_model
+        #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
+        self.shard = shard
+        #: where this process runs, written into every metrics.json: per-node monotonic
+        #: times are never compared across nodes, so each rollout says which node it ran on
+        host = socket.gethostname()
+        self.placement: dict[str, Any] = {
+            "host": host,
+            "node": node or host,
+            "shard": shard.label if shard is not None else None,
+        }
         #: resume into a run directory recorded with another configuration (recorded)
         self.force_resume = force_resume
         # rollouts start at least this far apart: their ends (each session's close costs the
@@ -117,6 +141,7 @@ class Runner:
         self.analysis_error: str | None = None
         self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
+        self.auto = concurrency <= 0  # --concurrency auto: AIMD on the loop's lag (AutoGate)
         self.concurrency = max(1, concurrency)
         self.connect_gate_size = max(1, connect_concurrency)
         self.clock = clock or MonotonicClock()
@@ -124,6 +149,8 @@ class Runner:
         self.config = config or {}
         self.publish_factory = publish_factory
         self.writer = writer or RecordingWriter()
+        #: one loop, one watch: every session's verdict reads the same monitor
+        self.watch = LoopWatch(self.clock, backlog=lambda: self.writer.backlog)
         self.progress = progress or (lambda line: None)
         self.results: dict[str, dict[str, Any]] = {}
         #: why the run stopped starting rollouts (a full disk), None while it goes on
@@ -142,33 +169,41 @@ class Runner:
     async def _run(self, specs: Sequence[RolloutSpec], sched: dict[str, Any]) -> dict[str, Any]:
         for spec in specs:  # each becomes a directory: one safe path part, before any I/O
             check_id(spec.rollout_id, "rollout id")
+        all_ids = [s.rollout_id for s in specs]
+        targets = _unique_targets(specs)  # the run's, even for a shard that gets no rollout
+        if self.shard is not None:  # the filter hook: this process runs one slice
+            shard = self.shard
+            specs = [s for s in specs if shard.owns(s.rollout_id)]
         try:
             os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         except OSError as exc:
             raise DataFileError(self.run_dir, f"cannot create: {describe_os_error(exc)}") from exc
         random.seed(self.seed)
-        manifest_path = os.path.join(self.run_dir, "manifest.json")
+        manifest_path = os.path.join(self.run_dir, self.manifest_name)
         previous: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            loaded = _read_json(manifest_path)  # before any rollout runs: may block
+            loaded = _read_json(os.path.join(self.run_dir, "manifest.json"))  # may block
             previous = loaded if isinstance(loaded, dict) else {}
         manifest = build_manifest(
             self.run_id,
             config={
-                **self.config,
-                "concurrency": self.concurrency,
+                "concurrency": "auto" if self.auto else self.concurrency,
                 "connect_concurrency": self.connect_gate_size,
                 "start_interval_s": self.start_interval_ns / 1e9,
                 "analyze": self.analyze,
                 "rt_priority": self.rt_priority,
+                "timing_tolerance": self.tolerance.as_dict(),
+                **self.config,  # a worker records the run's totals (rig.workers)
             },
-            targets=_unique_targets(specs),
+            targets=targets,
             seed=self.seed,
             started_ns=self.clock.now_ns(),
         )
         manifest["rollouts"] = {
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
         }
+        manifest["shard"] = self.shard.describe(all_ids) if self.shard is not None else None
+        manifest["node"] = self.placement["node"]
         if previous:
             changed = resume.changes(previous, manifest)
             if changed and not self.force_resume:
@@ -213,7 +248,8 @@ class Runner:
                 self.analyze = False
                 self.analysis_error = f"analysis worker did not start: {type(exc).__name__}: {exc}"
                 self._pool = None
-        gate = asyncio.Semaphore(self.concurrency)
+        auto = AutoGate(self.watch) if self.auto else None
+        gate = auto or asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
         for spec in specs:
@@ -240,13 +276,22 @@ class Runner:
         try:
             # no full GC and a 1 ms GIL switch interval while streaming (rig/realtime.py)
             with realtime.streaming():
-                await asyncio.gather(*(one(s) for s in todo))
+                self.watch.start()
+                try:
+                    await asyncio.gather(*(one(s) for s in todo))
+                finally:
+                    await self.watch.stop()
         finally:
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
             await asyncio.to_thread(self.writer.close, 30)
             counts = Counter(r.get("status", "error") for r in self.results.values())
+            invalid = sorted(
+                rid for rid, r in self.results.items() if r.get("timing_valid") is False
+            )
+            manifest["timing_invalid"] = invalid
+            manifest["concurrency_auto"] = auto.aimd.summary() if auto else None
             if len(self.results) == len(specs):
                 manifest["status"] = "done"
             else:
@@ -290,6 +335,8 @@ class Runner:
                 spec.meta,
                 write_metrics=False,
                 phase=self._next_phase(),
+                watch=self.watch,
+                tolerance=self.tolerance,
             )
             metrics = await session.run()
             metrics = await self._finish_metrics(d, spec, metrics, session.log)
@@ -313,6 +360,11 @@ class Runner:
             f"{spec.rollout_id}: {metrics['status']}"
             + (f" latency_ms={','.join(f'{x:.0f}' for x in lat)}" if lat else "")
             + (f" ({metrics.get('reason')})" if metrics.get("reason") else "")
+            + (
+                f" [timing not valid: {'; '.join(metrics['rig_timing']['reasons'])}]"
+                if metrics.get("timing_valid") is False
+                else ""
+            )
         )
         return metrics
 
@@ -364,6 +416,7 @@ class Runner:
                             log,
                             kind=spec.meta.get("kind"),
                             rules=spec.meta.get("rules"),
+                            asr_model=self.asr_model,
                         ),
                     ),
                     self.analysis_timeout_s,
@@ -392,6 +445,7 @@ class Runner:
         for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
             if isinstance(metrics.get(key), str):
                 metrics = {**metrics, key: redact_text(metrics[key])}
+        metrics = {**metrics, **self.placement}
 
         def write() -> None:
             os.makedirs(d, exist_ok=True)

@@ -23,14 +23,17 @@ MAX_LINES = 500
 #: packages side by side in one layer never import each other
 LAYERS: list[tuple[str, ...]] = [
     ("rig", "rig.errors"),  # `rig`: the package root alone (__version__)
-    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids"),  # secrets, untrusted JSON, ranges
+    # secrets, untrusted JSON, ranges, ids, shard assignment
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
-    ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry"),
+    ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
+    ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner",),
+    ("rig.runner", "rig.relay", "rig.scaleout"),  # many rollouts; the relay; shards, Ray
+    ("rig.workers",),  # one command sharded over worker processes
     ("rig.cli",),
     ("rig.api",),  # rig.run / rig.run_async over `rig run`'s own path; rig.load_run
     ("rig.__main__",),
@@ -45,10 +48,13 @@ LAZY_OK = {
     "matplotlib",  # extra: plot
     "pandas",  # extra: analysis
     "opentelemetry",  # extra: otel
+    "faster_whisper",  # extra: asr
+    "ray",  # extra: ray
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc
     "rig.sim.webrtc_server",  # imports aiortc
+    "rig.scaleout.ray_engine",  # imports ray
 }
 
 #: the package root re-exports the public API (rig.run, rig.load_run, ...) on first use

@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -101,7 +103,7 @@ def test_no_child_left_two_seconds_after_sigkill_and_resume_completes(tmp_path) 
         # the killed run resumes to a complete one
         again = _rig_run(url, out)
         _, err = again.communicate(timeout=60)
-        assert again.returncode == 0, err
+        assert_run_ok(again.returncode, err, Path(out) / "k")
     finally:
         stop_sim(sim)
     manifest = json.loads((tmp_path / "out" / "k" / "manifest.json").read_text())

@@ -201,9 +201,13 @@ async def test_without_probes_the_split_is_refused_with_a_reason(tmp_path: Path)
     assert m["clock_fit"]["method"] == "envelope-down" and not m["clock_fit"]["split"]
     for r in m["responses"]:
         assert r["queue_ms"] is not None and r["queue_err_ms"] == 0.0
-        for name in ("uplink", "model", "downlink"):
-            assert r[f"{name}_ms"] is None and r[f"{name}_err_ms"] is None
-            assert "one-way" in r[f"{name}_reason"]
+        # the server clock cannot split it (one-way samples only) and says why; the round
+        # trips then do, labelled as such (docs/latency-decomposition.md). The sim's
+        # --net-delay-ms lives in its application, where WebSocket pings never go: the ping
+        # round trip is loopback's, and the simulated network lands in model time
+        assert "one-way" in r["server_clock_reason"]
+        assert r["clock_method"] == "rtt_half" and r["rtt_source"] == "ws_ping"
+        assert r["rtt_ms"] < 5.0 and r["uplink_ms"] == pytest.approx(r["rtt_ms"] / 2, abs=0.01)
 
 
 @pytest.mark.netns

@@ -16,7 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.fuzzing import Target, all_targets, decoder_targets, random_input, run_one
+from tests.support.fuzzing import (
+    Target,
+    all_targets,
+    decoder_targets,
+    random_input,
+    run_one,
+    webrtc_targets,
+)
 
 TARGETS = all_targets()
 FUZZ = settings(
@@ -65,6 +72,7 @@ ENVELOPES = [
     lambda v: v,
 ]
 JSON_TARGETS = [t for t in decoder_targets() if t.name not in ("rig:decode_audio",)]
+JSON_TARGETS += [t for t in webrtc_targets() if t.name != "file:calibration_store"]
 
 
 @pytest.mark.parametrize("target", JSON_TARGETS, ids=[t.name for t in JSON_TARGETS])

@@ -243,3 +243,28 @@ def speech_segments(
     det = ActivityDetector(sample_rate, params)
     events = det.feed(samples, 0) + det.close()
     return segments_from_events(events)
+
+
+def refine_segments(
+    x: npt.NDArray[Any], sample_rate: int, segs: list[Segment], p: ActivityParams
+) -> list[Segment]:
+    """Segment boundaries moved from the VAD frame grid to the sample: a start to the first
+    sample at or above the energy gate's level, an end to just after the last one, each
+    looked for within one frame either side (never into a neighbouring segment). A
+    boundary with no such sample nearby stays where the VAD put it."""
+    amp = 10 ** (p.energy_dbfs / 20.0) * (32768.0 if x.dtype == np.int16 else 1.0)
+    frame = p.frame_ms / 1000.0
+    out: list[Segment] = []
+    for i, (s, e) in enumerate(segs):
+        prev = segs[i - 1][1] if i else 0.0
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else float("inf")
+        lo = max(round(max(s - frame, prev) * sample_rate), 0)
+        hi = min(round(min(s + frame, e) * sample_rate), x.size)
+        loud = np.flatnonzero(np.abs(x[lo:hi]) >= amp) if hi > lo else np.zeros(0, np.int64)
+        start = (lo + int(loud[0])) / sample_rate if loud.size else s
+        lo = max(round(max(e - frame, s) * sample_rate), 0)
+        hi = min(round(min(e + frame, nxt) * sample_rate), x.size)
+        loud = np.flatnonzero(np.abs(x[lo:hi]) >= amp) if hi > lo else np.zeros(0, np.int64)
+        end = (lo + int(loud[-1]) + 1) / sample_rate if loud.size else e
+        out.append((start, max(end, start)))
+    return out

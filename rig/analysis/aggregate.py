@@ -7,11 +7,16 @@ bad rollout: a missing file counts as status `missing`, an unparseable one as `c
 (with the reason in `problems`). Attempts moved aside on resume (`<id>.failed-N`) are not
 rollouts: they count as that rollout's `retries`. `aggregate` groups rollouts by the
 `scenario` and `item` fields of their metrics (absent: `default`) and reports, per group:
-n, status counts, response latency (median, IQR, bootstrap CI of the median), pass rate
-of the category's rule, and the latency decomposition components when present. Per
+n, status counts, response latency (median, IQR, bootstrap CI of the median; p90 and p95
+with percentile-bootstrap CIs), rates with Wilson intervals (pass rate of the category's
+rule, interruption success per barge-in, backchannel rate per `backchannel` rollout), and
+the latency decomposition components when present. Per
 scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
 pass for independent data.
-Latencies come only from rollouts whose status is in `statuses` (default: `ok`).
+Latencies come only from rollouts whose status is in `statuses` (default: `ok`) and whose
+own timing held (`timing_valid` not false: rig.core.selfcheck); rollouts the rig judged
+invalid are counted per group (`timing_invalid`) and shown, and kept out of every latency,
+component and pass rate unless `include_invalid_timing`.
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from rich.table import Table
 from rich.text import Text
 
 from rig.analysis.rollout import read_json
-from rig.analysis.stats import median, summarize
+from rig.analysis.stats import median, rate, summarize, tail_percentiles
+from rig.analysis.sweep import render_settings, turn_taking
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
 COMPONENTS: tuple[str, ...] = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+#: endpointing vs generation (rig.analysis.endpoint), and where the system put the speech end
+ENDPOINT_PARTS: tuple[str, ...] = ("detect_ms", "generation_ms", "speech_end_offset_ms")
 DEFAULT = "default"
 
 
@@ -115,11 +123,46 @@ def _component_values(m: dict[str, Any], key: str) -> tuple[list[float], list[fl
     return vals, errs
 
 
+def timing_invalid(r: RolloutMetrics) -> bool:
+    """The rig judged its own timing failed for this rollout (absent or null: not judged)."""
+    return r.metrics.get("timing_valid") is False
+
+
+def _methods(rows: list[RolloutMetrics], key: str) -> dict[str, int]:
+    """How many of the group's values each method gave (`<part>_method` fields)."""
+    field = f"{key[: -len('_ms')]}_method"
+    counts: Counter[str] = Counter()
+    for r in rows:
+        for resp in r.metrics.get("responses") or []:
+            if isinstance(resp, dict) and isinstance(resp.get(key), int | float):
+                method = resp.get(field)
+                if isinstance(method, str):
+                    counts[method] += 1
+    return dict(counts)
+
+
+def _setting_order(entry: tuple[tuple[str, str], list[RolloutMetrics]]) -> tuple[Any, ...]:
+    """Scenario, then the swept values themselves (numbers by value: 200 before 1000)."""
+    (sc, label), rows = entry
+    sweep = rows[0].metrics.get("sweep")
+    values = sweep.values() if isinstance(sweep, dict) else [label]
+    key = tuple(
+        (0, v, "") if isinstance(v, int | float) and not isinstance(v, bool) else (1, 0, str(v))
+        for v in values
+    )
+    return (sc, key)
+
+
 def _group_report(
-    rows: list[RolloutMetrics], statuses: Iterable[str], seed: int, per_item: bool, **ci: Any
+    rows: list[RolloutMetrics],
+    statuses: Iterable[str],
+    seed: int,
+    per_item: bool,
+    include_invalid: bool = False,
+    **ci: Any,
 ) -> dict[str, Any]:
     keep = set(statuses)
-    used = [r for r in rows if r.status in keep]
+    used = [r for r in rows if r.status in keep and (include_invalid or not timing_invalid(r))]
     lat: list[float] = []
     clusters: list[str] = []
     for r in used:
@@ -128,8 +171,10 @@ def _group_report(
         clusters += [_label(r.metrics, "item")] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
     valid = [v for r in rows if isinstance(v := r.metrics.get("timing_valid"), bool)]
+    yielded, bc = _event_rates(used)
+    level = ci.get("confidence", 0.95)
     components: dict[str, Any] = {}
-    for key in COMPONENTS:
+    for key in (*COMPONENTS, *ENDPOINT_PARTS):
         vals, errs = [], []
         for r in used:
             v, e = _component_values(r.metrics, key)
@@ -138,17 +183,23 @@ def _group_report(
         if vals:
             s = summarize(vals, seed=seed, **ci)
             s["err_ms_median"] = median(errs)
+            methods = _methods(used, key)
+            if methods:
+                s["methods"] = methods
             components[key] = s
+    cl = None if per_item else clusters
+    latency = summarize(lat, seed=seed, clusters=cl, **ci)
+    if lat:
+        latency |= tail_percentiles(lat, seed=seed, clusters=cl, **ci)
     return {
         "n": len(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
-        "latency_ms": summarize(lat, seed=seed, clusters=None if per_item else clusters, **ci),
+        "timing_invalid": sum(timing_invalid(r) for r in rows),
+        "latency_ms": latency,
         "n_items": len(set(_label(r.metrics, "item") for r in rows)),
-        "pass": {
-            "evaluated": len(verdicts),
-            "passed": sum(verdicts),
-            "rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
-        },
+        "pass": rate(sum(verdicts), len(verdicts), level),
+        "interruption_success": rate(sum(yielded), len(yielded), level),
+        "backchannel_rate": rate(sum(bc), len(bc), level),
         "components": components,
         # did the rig's own timing hold (recorded per rollout by runs that check it)
         "timing_valid": {
@@ -159,6 +210,27 @@ def _group_report(
     }
 
 
+def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool]]:
+    """Per barge-in: yielded within the rollout's yield_max_s (by its yield_from); per
+    rollout of kind `backchannel`: at least one system backchannel."""
+    yielded: list[bool] = []
+    bc: list[bool] = []
+    for r in used:
+        t = r.metrics.get("timing")
+        if not isinstance(t, dict) or "error" in t:
+            continue
+        raw = t.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        max_ms = 1000.0 * float(params.get("yield_max_s", 1.0))
+        for y in t.get("yields") or []:
+            if isinstance(y, dict):
+                ms = y.get("yield_ms")
+                yielded.append(isinstance(ms, int | float) and ms <= max_ms)
+        if t.get("kind") == "backchannel":
+            bc.append(bool(t.get("backchannels")))
+    return yielded, bc
+
+
 def aggregate(
     run: str | Path | RunData,
     *,
@@ -166,6 +238,7 @@ def aggregate(
     seed: int | None = None,
     confidence: float = 0.95,
     n_resamples: int = 2000,
+    include_invalid_timing: bool = False,
 ) -> dict[str, Any]:
     """JSON-able report of a run directory. `seed` defaults to the manifest's seed (or 0)."""
     data = run if isinstance(run, RunData) else load_run(run)
@@ -174,13 +247,26 @@ def aggregate(
         m_seed = manifest.get("seed")
         seed = m_seed if isinstance(m_seed, int) else 0
     statuses = tuple(statuses)
-    ci = {"confidence": confidence, "n_resamples": n_resamples}
+    ci: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples}
+    inv = include_invalid_timing
     by_scenario: dict[str, list[RolloutMetrics]] = {}
     by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
+    by_setting: dict[tuple[str, str], list[RolloutMetrics]] = {}
     for r in data.rollouts:
         sc, it = _label(r.metrics, "scenario"), _label(r.metrics, "item")
         by_scenario.setdefault(sc, []).append(r)
         by_item.setdefault((sc, it), []).append(r)
+        if isinstance(r.metrics.get("setting"), str):  # rig run --sweep
+            by_setting.setdefault((sc, r.metrics["setting"]), []).append(r)
+    settings = [
+        {
+            "scenario": sc,
+            "setting": st,
+            **_group_report(rows, statuses, seed, False, **ci),
+            "turn_taking": turn_taking(r.metrics for r in rows if r.status in statuses),
+        }
+        for (sc, st), rows in sorted(by_setting.items(), key=_setting_order)
+    ]
     return {
         "run_dir": str(data.run_dir),
         "run_id": manifest.get("run_id", data.run_dir.name),
@@ -190,6 +276,8 @@ def aggregate(
         "n_rollouts": len(data.rollouts),
         "status_counts": dict(Counter(r.status for r in data.rollouts)),
         "retries": {r.rollout_id: r.retries for r in data.rollouts if r.retries},
+        "timing_invalid": sorted(r.rollout_id for r in data.rollouts if timing_invalid(r)),
+        "timing_invalid_excluded": not inv,
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts
@@ -198,13 +286,14 @@ def aggregate(
         # every rollout as one group (CI resampled over items): what rig report's gates read
         "overall": _group_report(data.rollouts, statuses, seed, False, **ci),
         "scenarios": [
-            {"scenario": sc, **_group_report(rows, statuses, seed, False, **ci)}
+            {"scenario": sc, **_group_report(rows, statuses, seed, False, inv, **ci)}
             for sc, rows in sorted(by_scenario.items())
         ],
         "items": [
-            {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, **ci)}
+            {"scenario": sc, "item": it, **_group_report(rows, statuses, seed, True, inv, **ci)}
             for (sc, it), rows in sorted(by_item.items())
         ],
+        **({"settings": settings} if settings else {}),
     }
 
 
@@ -223,10 +312,15 @@ CSV_FIELDS: tuple[str, ...] = (
     "latency_iqr_ms",
     "latency_ci_low_ms",
     "latency_ci_high_ms",
+    "latency_p90_ms",
+    "latency_p95_ms",
     "pass_evaluated",
     "pass_rate",
+    "pass_ci_low",
+    "pass_ci_high",
     *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
+    *(f"{c[:-3]}_{q}_ms" for c in ENDPOINT_PARTS for q in ("median", "iqr", "err_median")),
 )
 
 
@@ -248,12 +342,21 @@ def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "latency_iqr_ms": lat.get("iqr"),
             "latency_ci_low_ms": lat.get("ci_low"),
             "latency_ci_high_ms": lat.get("ci_high"),
+            "latency_p90_ms": lat.get("p90"),
+            "latency_p95_ms": lat.get("p95"),
             "pass_evaluated": g["pass"]["evaluated"],
             "pass_rate": g["pass"]["rate"],
+            "pass_ci_low": g["pass"].get("ci_low"),
+            "pass_ci_high": g["pass"].get("ci_high"),
         }
         for c in COMPONENTS:
             comp = g["components"].get(c, {})
             row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
+        for c in ENDPOINT_PARTS:
+            comp = g["components"].get(c, {})
+            row[f"{c[:-3]}_median_ms"] = comp.get("median")
+            row[f"{c[:-3]}_iqr_ms"] = comp.get("iqr")
             row[f"{c[:-3]}_err_median_ms"] = comp.get("err_ms_median")
         rows.append(row)
     return rows
@@ -296,7 +399,8 @@ def render_table(report: dict[str, Any]) -> Any:
         ("latency p50 ms", "right"),
         ("IQR ms", "right"),
         ("95% CI ms", "right"),
-        ("pass", "right"),
+        ("p95 ms [CI]", "right"),
+        ("pass [Wilson CI]", "right"),
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for sc in report["scenarios"]:
@@ -319,14 +423,23 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
     )
     p = g["pass"]
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
-    status = " ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items()))
+    if p.get("ci_low") is not None:
+        passed += f" [{100 * p['ci_low']:.0f}–{100 * p['ci_high']:.0f}%]"
+    p95_ci = lat.get("p95_ci")
+    p95 = _fmt(lat.get("p95"))
+    if p95_ci:
+        p95 += f" [{_fmt(p95_ci[0])}–{_fmt(p95_ci[1])}]"
+    status = Text(" ".join(f"{k}={v}" for k, v in sorted(g["status_counts"].items())))
+    if g.get("timing_invalid"):
+        status.append(f" timing-invalid={g['timing_invalid']}", style="bold red")
     return [
         Text(name),
         str(g["n"]),
-        Text(status),
+        status,
         _fmt(lat.get("median")),
         _fmt(lat.get("iqr")),
         ci,
+        p95,
         passed,
     ]
 
@@ -340,7 +453,7 @@ def render_decomposition(report: dict[str, Any]) -> Any:
         for it in report["items"]
         if not (len(report["items"]) == 1 and it["item"] == "default")
     ]
-    if not any(g["components"] for _, g in groups):
+    if not any(c in g["components"] for _, g in groups for c in COMPONENTS):
         return None
     t = Table(title="latency decomposition, ms: median \\[p25–p75] ±error", title_justify="left")
     t.add_column("scenario / item")
@@ -360,6 +473,44 @@ def render_decomposition(report: dict[str, Any]) -> Any:
     return t
 
 
+def render_endpointing(report: dict[str, Any]) -> Any:
+    """A rich Table of endpointing vs generation per scenario / item: median [p25–p75]
+    ±median error, the methods behind them, and `speech_end_offset_ms` beside detect (a
+    VAD hearing the end late or early vs a system waiting long). None when no response has
+    them."""
+    groups = [(sc["scenario"], sc) for sc in report["scenarios"]] + [
+        (f"  {it['item']}", it)
+        for it in report["items"]
+        if not (len(report["items"]) == 1 and it["item"] == "default")
+    ]
+    if not any("detect_ms" in g["components"] for _, g in groups):
+        return None
+    t = Table(
+        title="endpointing vs generation, ms: median \\[p25–p75] ±error",
+        title_justify="left",
+    )
+    t.add_column("scenario / item")
+    for col in ("detect", "generation", "speech end offset", "methods"):
+        t.add_column(col, justify="left" if col == "methods" else "right")
+    for name, g in sorted(groups, key=lambda x: x[0].strip()):
+        comps = g["components"]
+        cells = [_spread_cell(comps.get(c)) for c in ENDPOINT_PARTS]
+        methods = sorted(
+            {m for c in ("detect_ms", "generation_ms") for m in comps.get(c, {}).get("methods", {})}
+        )
+        t.add_row(Text(name), *cells, Text(", ".join(methods) or "-"))
+    return t
+
+
+def _spread_cell(v: dict[str, Any] | None) -> str:
+    if not v:
+        return "n/a"
+    spread = f"\\[{_fmt(v.get('p25'), 1)}–{_fmt(v.get('p75'), 1)}]"
+    err = v.get("err_ms_median")
+    tail = f" ±{_fmt(err, 1)}" if err is not None else ""
+    return f"{_fmt(v.get('median'), 1)} {spread}{tail}  (n={v.get('n')})"
+
+
 def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     """The report as plain text (the table, then any problems)."""
     console = Console(file=io.StringIO(), width=width, color_system=None, record=True)
@@ -367,6 +518,12 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     return console.export_text()

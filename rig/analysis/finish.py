@@ -6,11 +6,13 @@ the session log alone. `finish_rollout` adds the two-track timing analysis of th
 files (`analyze_rollout`); the runner calls it in a separate process once the writer has
 closed those files.
 
-Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement) and
-`events.jsonl`, takes the user turn spans and injections the session recorded
-(`turn.start`/`turn.end`/`inject`), and runs `rig.analysis.timing.analyze` with the item's
-`kind` and `rules` (TimingParams overrides). The result is the `timing` block of
-metrics.json. Plain arguments in, a JSON-able dict out, so it pickles across processes.
+Timing: `analyze_rollout` reads `user.wav`, `system.wav` (playback placement),
+`received.wav` with the `down` rows of `chunks.jsonl` (the system's own stream, for
+yield: rig.analysis.yields) and `events.jsonl`, takes the user turn spans and injections
+the session recorded (`turn.start`/`turn.end`/`inject`), and runs
+`rig.analysis.timing.analyze` with the item's `kind` and `rules` (TimingParams overrides).
+The result is the `timing` block of metrics.json. Plain arguments in, a JSON-able dict
+out, so it pickles across processes.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ import numpy as np
 import soxr
 
 from rig.analysis.activity import ActivityParams
+from rig.analysis.asr import write_words
+from rig.analysis.endpoint import apply_endpointing
 from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
 from rig.analysis.webrtc import add_shares
+from rig.analysis.words import refine_onsets, word_metrics
+from rig.analysis.yields import acks_from_events, stream_of
 from rig.core.log import SessionLog
 from rig.errors import ConfigError
 
@@ -70,6 +76,12 @@ def analyze_rollout(
     user = np.pad(user, (0, n - user.size))
     system = np.pad(system, (0, n - system.size))
     turns, injections = structure_from_events(events, t0_ns)
+    params = timing_params(rules)
+    stream, stream_rate = None, None
+    if (root / "received.wav").exists():
+        received, stream_rate = read_track(root / "received.wav")
+        downs = [c for c in read_jsonl(root / "chunks.jsonl") if c.get("dir") == "down"]
+        stream = stream_of(received, stream_rate, downs, t0_ns, params.activity)
     out = analyze(
         user,
         system,
@@ -77,23 +89,56 @@ def analyze_rollout(
         kind=None if kind in (None, "free") else kind,
         turns=turns,
         injections=injections,
-        params=timing_params(rules),
+        params=params,
         t0_ns=t0_ns,
         placement="playback",
+        stream=stream,
+        stream_rate=stream_rate,
+        acks_s=acks_from_events(events, t0_ns),
     )
+    out.update(_words_block(root, out, params, {"user": (user, rate), "system": (system, rate)}))
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)
     return out
 
 
+def _words_block(
+    root: Path, timing: dict[str, Any], p: TimingParams, tracks: dict[str, Any]
+) -> dict[str, Any]:
+    """`asr: on` and the word metrics when the rollout has words.jsonl, else `asr: off`."""
+    if not (root / "words.jsonl").exists():
+        return {"asr": "off"}
+    rows = read_jsonl(root / "words.jsonl")
+    words: list[dict[str, Any]] = []
+    for track, (x, rate) in tracks.items():
+        mine = [w for w in rows if w.get("track") == track and _is_word(w)]
+        words += refine_onsets(mine, x, rate, p.activity.energy_dbfs)
+    system = [(float(s), float(e)) for s, e in timing["activity"]["system"]]
+    block = word_metrics(
+        system,
+        timing["responses"],
+        words,
+        backchannel_max_words=p.backchannel_max_words,
+        backchannel_max_s=p.backchannel_max_s,
+        early_onset_s=p.early_onset_s,
+        response_window_s=p.response_window_s,
+    )
+    return {"asr": "on", "words": block}
+
+
+def _is_word(w: dict[str, Any]) -> bool:
+    return all(isinstance(w.get(k), int | float) for k in ("start", "end")) and "word" in w
+
+
 def analyze_log(metrics: dict[str, Any], log: SessionLog | None) -> dict[str, Any]:
     """metrics.json with what the session log says about each response: the WebRTC shares,
-    the clock fit and the latency split (pure, picklable in; no log: unchanged)."""
+    the clock fit, the latency split and endpointing vs generation (pure, picklable in; no
+    log: unchanged)."""
     if log is None:
         return metrics
     metrics = {**metrics, "responses": add_shares(list(metrics.get("responses", [])), log)}
-    return apply_decomposition(metrics, log)
+    return apply_endpointing(apply_decomposition(metrics, log), log)
 
 
 def finish_rollout(
@@ -104,13 +149,23 @@ def finish_rollout(
     kind: str | None = None,
     rules: dict[str, Any] | None = None,
     analyze: bool = True,
+    asr_model: str | None = None,
 ) -> dict[str, Any]:
     """Everything that runs after a rollout's stream, in the runner's worker process:
-    the clock fit and latency split, then the two-track timing analysis."""
+    the clock fit and latency split, ASR words (with `asr_model`), then the two-track
+    timing analysis."""
     metrics = analyze_log(metrics, log)
+    asr_error = None
+    if analyze and asr_model and isinstance(metrics.get("t0_ns"), int):
+        try:
+            write_words(rollout_dir, asr_model)
+        except Exception as exc:  # noqa: BLE001 - ASR failing must not lose the timing
+            asr_error = f"{type(exc).__name__}: {exc}"
     if analyze and isinstance(metrics.get("t0_ns"), int):
         try:
             timing = analyze_rollout(rollout_dir, kind=kind, rules=rules, t0_ns=metrics["t0_ns"])
+            if asr_error is not None:
+                timing = {**timing, "asr": "error", "asr_error": asr_error}
             metrics = {**metrics, "timing": timing, "pass": timing.get("pass")}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             metrics = {**metrics, "timing": {"error": f"{type(exc).__name__}: {exc}"}, "pass": None}

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.analysis.netsplit import path_summary, rtt_by_source, rtt_split
 from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
 from rig.clockfit.mapping import ClockMap, FitRefusal, join_reasons, refusal_reason
 from rig.clockfit.rtt import RttStats, RttSummary
@@ -58,6 +59,7 @@ from rig.core.records import Probe, ServerMark
 from rig.core.units import NS_PER_MS, NS_PER_S, ms_to_ns
 
 COMPONENTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+#: events that say where the server put the end of the user's speech on its input timeline
 SPEECH_STOPPED_KINDS = ("speech_stopped", "input_audio_buffer.speech_stopped")
 RESPONSE_START_KINDS = ("response.start",)
 #: probes nearest a response whose uplink delays estimate that response's uplink delay
@@ -66,6 +68,8 @@ FIT_MIN_SAMPLES = 6
 FIT_MIN_SPAN_NS = NS_PER_S
 #: two-way envelopes crossing by less than this are stamp rounding, not a broken clock
 CROSS_TOLERANCE_NS = 1_000
+#: server stamps travel as float ms: two of them differ from the truth by this much at most
+STAMP_ROUNDING_NS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +134,29 @@ def apply_decomposition(metrics: dict[str, Any], obs: SessionLog | None) -> dict
         return metrics
     try:
         clock = fit_clock(obs)
-        responses = [{**r, **decompose(r, obs, clock)} for r in metrics.get("responses", [])]
-        return {**metrics, "responses": responses, "clock_fit": clock.as_dict()}
+        responses = [_split(r, obs, clock) for r in metrics.get("responses", [])]
+        fit = clock.as_dict()
+        fit.update(path_summary(obs))
+        if clock.rtt.count == 0:  # no probes: the round trips measured without the server
+            best = next(iter(rtt_by_source(obs).values()), None)
+            if best is not None:
+                fit["rtt"] = best.as_dict()
+        return {**metrics, "responses": responses, "clock_fit": fit}
     except Exception as exc:  # noqa: BLE001 - a failed split must not lose the rollout
         return {**metrics, "clock_fit": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
+def _split(response: dict[str, Any], obs: SessionLog, clock: SessionClock) -> dict[str, Any]:
+    """The strongest split there is: the server clock's (probes, server stamps); where that
+    leaves no model time, the round trips' (rig.analysis.netsplit, method `rtt_half`)."""
+    out = {**response, **decompose(response, obs, clock)}
+    if out.get("model_ms") is None:
+        by_rtt = rtt_split(response, obs)
+        if by_rtt is not None:
+            # keep why the stronger method could not split it, then the weaker split
+            out["server_clock_reason"] = out.get("model_reason")
+            out.update(by_rtt)
+    return out
 
 
 # --- the fit -------------------------------------------------------------------------------
@@ -161,7 +184,13 @@ def fit_clock(
         fit,
     )
     if not steps:
-        return segments[0][2]
+        clock = segments[0][2]
+        if not probes and obs.probe_echoes:  # round trips without a server clock
+            echo = RttStats("probe_echo")
+            for t_ns, rtt_ns in obs.probe_echoes:
+                echo.add(rtt_ns, t_ns)
+            clock = replace(clock, rtt=echo.summary())
+        return clock
     longest = max(segments, key=lambda seg: len(seg[2].up_t0_ns))[2]
     return replace(longest, steps=tuple(steps), segments=tuple(segments))
 
@@ -272,7 +301,18 @@ def decompose(response: dict[str, Any], obs: SessionLog, clock: SessionClock) ->
     out["model_ms"] = _ms(p2 - p1)
     out["model_err_ms"] = _err_ms(range_ns + drift_err * abs(p2 - ref_t1_local))
     if stop is not None and stop.server_ns is not None:
-        out["detect_ms"] = _ms(fit.to_local(stop.server_ns) - p1)
+        # the decision on the server clock, mapped: detect + generation = model exactly
+        t_dec = fit.to_local(stop.server_ns)
+        out.update(
+            decision_source=stop.kind,
+            detect_ms=_ms(t_dec - p1),
+            detect_err_ms=_err_ms(range_ns + drift_err * abs(t_dec - ref_t1_local)),
+            detect_method=fit.method,
+            generation_ms=_ms(p2 - t_dec),
+            # both ends on the server clock: only the drift error over the gap remains
+            generation_err_ms=_err_ms(drift_err * abs(p2 - t_dec) + STAMP_ROUNDING_NS),
+            generation_method=fit.method,
+        )
     return out
 
 

@@ -39,6 +39,14 @@ class Response:
     user_end_s: float
     onset_s: float
     latency_ms: float
+    #: uplink, model, downlink, queue (ms; empty when the response was not split)
+    parts_ms: tuple[float, ...] = ()
+    method: str | None = None  # clock_method of the split
+    #: endpointing vs generation (rig.analysis.endpoint) and where the decision falls on the
+    #: session timeline: the user's end + uplink (else half the round trip, else 0) + detect
+    detect_ms: float | None = None
+    generation_ms: float | None = None
+    decision_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,5 +198,30 @@ def responses_from_metrics(metrics: dict[str, Any], t0_ns: int) -> list[Response
             continue
         lat = r.get("latency_ms")
         lat_ms = float(lat) if isinstance(lat, int | float) else (onset_ns - end_ns) / 1e6
-        out.append(Response((end_ns - t0_ns) / NS_PER_S, (onset_ns - t0_ns) / NS_PER_S, lat_ms))
+        end_s = (end_ns - t0_ns) / NS_PER_S
+        raw = [r.get(k) for k in ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")]
+        parts = tuple(float(x) for x in raw if isinstance(x, int | float))
+        method = r.get("clock_method")
+        detect, gen = _num(r.get("detect_ms")), _num(r.get("generation_ms"))
+        decision_s = None
+        if detect is not None:
+            up, rtt = _num(r.get("uplink_ms")), _num(r.get("detect_rtt_ms"))
+            up_ms = up if up is not None else (rtt / 2 if rtt is not None else 0.0)
+            decision_s = end_s + (up_ms + detect) / 1000
+        out.append(
+            Response(
+                end_s,
+                (onset_ns - t0_ns) / NS_PER_S,
+                lat_ms,
+                parts if len(parts) == 4 else (),
+                str(method) if method else None,
+                detect,
+                gen,
+                decision_s,
+            )
+        )
     return out
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None

@@ -1,4 +1,4 @@
-"""Small robust statistics for reports: median, percentiles, IQR, bootstrap CI.
+"""Small robust statistics for reports: median, percentiles, IQR, bootstrap CI, Wilson.
 
 The bootstrap is the percentile bootstrap on a seeded `numpy.random.Generator`, so a report
 is reproducible from the manifest's seed. With `clusters`, it resamples whole clusters
@@ -9,6 +9,7 @@ is honest when repeats of one item are correlated.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -130,3 +131,61 @@ def summarize(
         "ci_high": ci[1] if ci else None,
         "ci_level": confidence,
     }
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval of a rate k/n (None when n == 0): honest near 0 and 1 and for
+    small n, where the normal approximation gives intervals outside [0, 1]."""
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
+    if n <= 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p = k / n
+    den = 1.0 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / den
+    lo = 0.0 if k == 0 else max(0.0, mid - half)
+    return lo, 1.0 if k == n else min(1.0, mid + half)
+
+
+def rate(k: int, n: int, confidence: float = 0.95) -> dict[str, Any]:
+    """A rate with its Wilson interval: {evaluated, passed, rate, ci_low, ci_high, ci}."""
+    ci = wilson(k, n, confidence)
+    return {
+        "evaluated": n,
+        "passed": k,
+        "rate": k / n if n else None,
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,
+        "ci_method": "wilson",
+    }
+
+
+def tail_percentiles(
+    values: Sequence[float] | npt.NDArray[Any],
+    qs: Sequence[float] = (90.0, 95.0),
+    *,
+    seed: int | np.random.Generator = 0,
+    clusters: Sequence[Hashable] | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+) -> dict[str, Any]:
+    """`pQ` and its percentile-bootstrap CI (`pQ_ci`) for each q (over clusters if given)."""
+    out: dict[str, Any] = {}
+    for q in qs:
+        key = f"p{q:g}"
+        out[key] = percentile(values, q)
+
+        def stat(a: npt.NDArray[np.float64], q: float = q) -> float:
+            return float(np.percentile(a, q))
+
+        out[f"{key}_ci"] = bootstrap_ci(
+            values,
+            stat=stat,
+            seed=seed,
+            clusters=clusters,
+            confidence=confidence,
+            n_resamples=n_resamples,
+        )
+    return out

@@ -13,8 +13,9 @@ structure the rig knows because it played it: user turn spans and injection time
   than pause_max_s); a *takeover* is a system segment longer than backchannel_max_s that
   starts inside a pause;
 * overlap: intersection of user and system speech, total and per interval;
-* yield: barge-in onset (first user onset near an `interruption` injection) to the end of the
-  system segment that was playing then;
+* yield: barge-in onset (first user onset near an `interruption` injection) to when the
+  system stopped: on its own stream, by its acknowledgement, or on the playback track rebuilt
+  without the rig's truncation (rig.analysis.yields; `yield_from` picks the rule's);
 * backchannel: a system segment no longer than backchannel_max_s that starts while the user
   is mid-turn (between the turn's first speech start and last speech end);
 * user backchannel: an `backchannel` injection while the system talks; the system kept
@@ -32,7 +33,9 @@ from typing import Any
 
 import numpy.typing as npt
 
-from rig.analysis.activity import ActivityParams, Segment, speech_segments
+from rig.analysis import yields as yield_measures
+from rig.analysis.activity import ActivityParams, Segment, refine_segments, speech_segments
+from rig.analysis.yields import Stream, YieldRules, validate_yield_from
 from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
 
@@ -63,6 +66,15 @@ class TimingParams:
     """backchannel rule: at least this many system backchannels during the monologue."""
     barge_in_search_s: float = 1.0
     """A barge-in onset is the first user onset within this after the injection time."""
+    backchannel_max_words: int = 2
+    """With ASR words: a system segment of at most this many words (and no longer than
+    backchannel_max_s) is a backchannel, not an answer."""
+    yield_from: str = "stream"
+    """interruption rule: `stream` (the system's own stream), `ack` (the server's
+    acknowledgement) or `playback_untruncated`; never the rig-truncated track."""
+
+    def __post_init__(self) -> None:
+        validate_yield_from(self.yield_from)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,11 +104,20 @@ def analyze(
     params: TimingParams | None = None,
     t0_ns: int | None = None,
     placement: str = "playback",
+    stream: Stream | None = None,
+    stream_rate: int | None = None,
+    acks_s: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of one rollout from its two tracks (same rate, same timeline)."""
+    """Metrics of one rollout from its two tracks (same rate, same timeline); `stream` and
+    `acks_s` are the system's own stream and acknowledgements (rig.analysis.yields)."""
     p = params or TimingParams()
-    user_segs = speech_segments(user, sample_rate, p.activity)
-    system_segs = speech_segments(system, sample_rate, p.activity)
+    # VAD segments, boundaries then refined from the frame grid to the sample
+    user_segs = refine_segments(
+        user, sample_rate, speech_segments(user, sample_rate, p.activity), p.activity
+    )
+    system_segs = refine_segments(
+        system, sample_rate, speech_segments(system, sample_rate, p.activity), p.activity
+    )
     out = analyze_segments(
         user_segs,
         system_segs,
@@ -105,6 +126,9 @@ def analyze(
         injections=injections,
         params=p,
         t0_ns=t0_ns,
+        stream=stream,
+        stream_rate=stream_rate,
+        acks_s=acks_s,
     )
     out["placement"] = placement
     return out
@@ -119,8 +143,12 @@ def analyze_segments(
     injections: Sequence[Injection] = (),
     params: TimingParams | None = None,
     t0_ns: int | None = None,
+    stream: Stream | None = None,
+    stream_rate: int | None = None,
+    acks_s: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Metrics from speech segments (seconds on the session timeline). JSON-able result."""
+    """Metrics from speech segments (seconds on the session timeline). JSON-able result.
+    Without `stream` the stream and untruncated yields are absent (`why_none`)."""
     p = params or TimingParams()
     kind = normalize_kind(kind)
     user_s = sorted(user)
@@ -131,7 +159,14 @@ def analyze_segments(
     pauses = _pauses(user_s, turn_spans, system_s, p)
     overlaps = _overlaps(user_s, system_s)
     backchannels, takeovers = _system_inside_turns(turn_spans, system_s, p)
-    yields = [_yield(inj, user_s, system_s, p) for inj in injections if inj.kind == "interruption"]
+    yr = YieldRules(p.yield_from, p.barge_in_search_s, p.response_window_s)
+    yields = [
+        yield_measures.measure(
+            inj.t_s, user_s, system_s, yr, stream=stream, stream_rate=stream_rate, acks_s=acks_s
+        )
+        for inj in injections
+        if inj.kind == "interruption"
+    ]
     user_bcs = [_kept_talking(inj, system_s, p) for inj in injections if inj.kind == "backchannel"]
 
     metrics: dict[str, Any] = {
@@ -309,23 +344,6 @@ def _active_at(t: float, segs: list[Segment]) -> Segment | None:
     return next(((s, e) for s, e in segs if s <= t < e), None)
 
 
-def _yield(
-    inj: Injection, user: list[Segment], system: list[Segment], p: TimingParams
-) -> dict[str, Any]:
-    onset = next((s for s, _ in user if inj.t_s - 0.05 <= s <= inj.t_s + p.barge_in_search_s), None)
-    barge = onset if onset is not None else inj.t_s
-    seg = _active_at(barge, system)
-    yield_ms = _r((seg[1] - barge) * 1000.0, 1) if seg is not None else None
-    return {
-        "injection_s": _r(inj.t_s),
-        "barge_in_s": _r(barge),
-        "barge_in_from": "vad" if onset is not None else "injection",
-        "system_talking": seg is not None,
-        "system_end_s": _r(seg[1]) if seg is not None else None,
-        "yield_ms": yield_ms,
-    }
-
-
 def _kept_talking(inj: Injection, system: list[Segment], p: TimingParams) -> dict[str, Any]:
     end = inj.end_s if inj.end_s is not None else inj.t_s
     seg = _active_at(inj.t_s, system)
@@ -367,8 +385,12 @@ def _rule(kind: str | None, m: dict[str, Any], p: TimingParams) -> tuple[bool | 
         if not m["yields"]:
             return None, "interruption: no interruption injection"
         ys = [y["yield_ms"] for y in m["yields"]]
+        head = f"interruption: system yields within {p.yield_max_s:g} s of barge-in"
+        if any(y["why_none"] == "no received.wav" for y in m["yields"]):
+            return None, f"{head}: cannot judge by {p.yield_from}: no received.wav"
         ok = all(y is not None and y <= p.yield_max_s * 1000.0 for y in ys)
-        return ok, f"interruption: system yields within {p.yield_max_s:g} s of barge-in ({ys})"
+        why = [y["why_none"] for y in m["yields"] if y["why_none"]]
+        return ok, f"{head} ({p.yield_from}: {ys}{'; ' + '; '.join(why) if why else ''})"
     if not m["user_backchannels"]:
         return None, "user_backchannel: no backchannel injection"
     kept = [b["kept_talking"] for b in m["user_backchannels"]]

@@ -55,7 +55,7 @@ def namespace(scenario: str, options: dict[str, Any]) -> argparse.Namespace:
         if dest == "dialect_opt" and isinstance(value, dict):
             value = [_dialect_pair(k, v) for k, v in value.items()]
         if value is not None:
-            _check_type(key, action, value)
+            value = _check_type(key, action, value)
         setattr(args, dest, value)
     return args
 
@@ -76,16 +76,17 @@ def _flag(action: argparse.Action) -> str:
     return action.option_strings[0] if action.option_strings else action.dest
 
 
-def _check_type(key: str, action: argparse.Action, value: Any) -> None:
+def _check_type(key: str, action: argparse.Action, value: Any) -> Any:
+    """The value as the parser would have it, or ConfigError naming the option."""
     flag = f"{key} ({_flag(action)})"
     if isinstance(action, argparse._StoreTrueAction):
         if not isinstance(value, bool):
             raise ConfigError(f"rig.run: {flag} must be True or False, got {value!r}")
-        return
+        return value
     if isinstance(action, argparse._AppendAction):
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"rig.run: {flag} must be a list of strings, got {value!r}")
-        return
+        return list(value)
     want = action.type
     if want is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -99,12 +100,13 @@ def _check_type(key: str, action: argparse.Action, value: Any) -> None:
     else:  # a parser function (e.g. "auto" or a number): strings go through it, as on the CLI
         if isinstance(value, str) and callable(want):
             try:
-                want(value)
+                return want(value)
             except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
                 raise ConfigError(f"rig.run: {flag}: {exc}") from exc
-        return
+        return value
     if not ok:
         raise ConfigError(f"rig.run: {flag} must be {kind}, got {value!r}")
     if action.choices is not None and value not in action.choices:
         choices = ", ".join(str(c) for c in action.choices)
         raise ConfigError(f"rig.run: {flag} must be one of {choices}, got {value!r}")
+    return value

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "sim": "sim",
     "run": "run",
     "report": "report",
+    "merge": "merge",
     "plot": "plot",
     "scenarios": "scenarios",
     "watch": "watch",
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers run it again (rig.workers)
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE

@@ -14,6 +14,14 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from rig.cli.capacity import (
+    add_capacity_options,
+    be_worker,
+    concurrency_arg,
+    runner_concurrency,
+    tolerance_of,
+)
+from rig.cli.sweep import sweep_meta, swept_id, swept_runs
 from rig.errors import ConfigError
 from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
 
@@ -29,7 +37,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name (reuse one to resume)")
     p.add_argument("--headless", action="store_true", help="plain progress lines, no live view")
-    p.add_argument("--concurrency", type=int, default=1, help="rollouts at once")
+    p.add_argument(
+        "--concurrency",
+        type=concurrency_arg,
+        default=1,
+        help="rollouts at once (in total), or auto: as many as the event loop paces within "
+        "its lag budget (AIMD; docs/pacing.md)",
+    )
+    add_capacity_options(p)
     p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
     p.add_argument("--repeat", type=int, default=1, help="run every item N times")
     p.add_argument(
@@ -52,8 +67,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=1.5,
         help="after the plan, stop once the system was quiet this long (playback)",
     )
-    p.add_argument("--max-s", type=float, default=120.0, help="hard cap per rollout")
+    p.add_argument(
+        "--max-s",
+        type=float,
+        default=120.0,
+        help="cap per rollout, s: the script stops max_s after its first frame, and anything "
+        "stuck (connect, a send the peer never reads) is cut max_s + 1 s after the start: "
+        "status timed_out",
+    )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--asr-model",
+        metavar="NAME|PATH",
+        help="word-level onsets: transcribe both tracks after each rollout, in the analysis "
+        "worker, with this faster-whisper model (a size name such as tiny.en, or a local "
+        "CTranslate2 model directory); needs the asr extra (docs/metrics.md)",
+    )
     p.add_argument(
         "--force-resume",
         action="store_true",
@@ -86,6 +115,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="four-timestamp clock probes every N s, for the latency split (peers that do "
         "not answer them ignore them; 0 = off; default 0.5)",
     )
+    p.add_argument(
+        "--path-interval-s",
+        type=float,
+        default=1.0,
+        help="measure the path every N s with no help from the server: a WebSocket ping "
+        "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
+    )
+    from rig.cli.netopts import add_impair_option
+
+    add_impair_option(p)
 
 
 def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
@@ -112,20 +151,24 @@ def check_run_options(args: argparse.Namespace) -> None:
     if getattr(args, "run_id", None) is not None:
         check_id(args.run_id, "--run-id")
     ints = (
-        ("--concurrency", "concurrency", 1, 100_000),
+        ("--concurrency", "concurrency", 1, 100_000),  # or auto
         ("--connect-concurrency", "connect_concurrency", 1, 100_000),
         ("--repeat", "repeat", 1, 1_000_000),
         ("--rt-priority", "rt_priority", 0, 99),
+        ("--workers", "workers", 1, 256),
     )
     for flag, name, lo, hi in ints:
         v = getattr(args, name, None)
-        if v is not None and not lo <= v <= hi:
+        if v is not None and v != "auto" and not lo <= v <= hi:
             raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
     floats = (
         ("--frame-ms", "frame_ms", 2.5, 1000.0),
         ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
         ("--max-s", "max_s", 0.001, 86_400.0),
         ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
+        ("--timing-tolerance-ms", "timing_tolerance_ms", 0.01, 60_000.0),
+        ("--loop-lag-max-ms", "loop_lag_max_ms", 0.01, 60_000.0),
+        ("--path-interval-s", "path_interval_s", 0.0, 3600.0),
         ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
         ("--progress-interval-s", "progress_interval_s", 0.0, 86_400.0),
     )
@@ -147,12 +190,16 @@ def session_config(
         drain_quiet_s=args.drain_quiet_s,
         max_s=args.max_s,
         probe_interval_s=args.probe_interval_s,
+        path_interval_s=getattr(args, "path_interval_s", 1.0),
     )
     base.update(overrides or {})
     return SessionConfig(**base)
 
 
-def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]) -> Any:
+def ws_factory(
+    url: str, dialect: str, sample_rate: int, options: dict[str, Any], relay: Any = None
+) -> Any:
+    """Transports to `url`; through `relay` (an impairment relay, started by then) if given."""
     from rig.dialects import get_dialect
     from rig.transports.websocket import WebSocketTransport
 
@@ -162,7 +209,8 @@ def ws_factory(url: str, dialect: str, sample_rate: int, options: dict[str, Any]
             **({"sample_rate": sample_rate} if dialect in ("rig", "raw") else {}),
             **options,
         )
-        return WebSocketTransport(url, d, clock, open_gate=gate)
+        via = None if relay is None else relay.address
+        return WebSocketTransport(url, d, clock, open_gate=gate, connect_via=via)
 
     return make
 
@@ -249,8 +297,12 @@ def build_specs(
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
+    from rig.cli.netopts import relay_for
+
+    relay = args.impair_relay = relay_for(args, target_url, transport)
     specs = []
     options = parse_dialect_options(getattr(args, "dialect_opt", None))
+    runs = swept_runs(args, transport, dialect, options, repeated(items, args.repeat))
     try:
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
@@ -266,20 +318,21 @@ def build_specs(
                     f"item {item.item_id}: dialect {dialect!r} takes no text history; "
                     "give the history as prefill audio"
                 ) from exc
-    for rid, item, rep in repeated(items, args.repeat):
+    for setting, rid, item, rep in runs:
         item_options = {
             **options,
+            **setting,
             **({"history": item.meta["history"]} if item.meta.get("history") else {}),
         }
         specs.append(
             RolloutSpec(
-                rid,
+                swept_id(rid, setting),
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate)
                 if transport == "webrtc"
-                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options),
+                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
-                {**item.meta, "repeat": rep},
+                {**item.meta, "repeat": rep, **sweep_meta(setting)},
                 session_config(args, {**frame, **(item.session or {})}),
             )
         )
@@ -295,7 +348,7 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
 
     if not args.output or not args.input:
         raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency > 1:
+    if args.concurrency != 1:
         raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
     opts = DeviceOptions(
         output=args.output,
@@ -351,16 +404,38 @@ async def _run_specs(
 
     from rich.console import Console
 
+    from rig import workers
+    from rig.cli.netopts import impair_config
     from rig.clock.base import MonotonicClock
     from rig.runner import Runner, rollout_done
+    from rig.shard import parse_shard
     from rig.telemetry import events as ev
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher, target_fields
 
+    asr_model = getattr(args, "asr_model", None)
+    if asr_model:
+        from rig.extras import require
+
+        require("asr", "--asr-model")
+        config = {**config, "asr_model": asr_model}
+    shard = parse_shard(args.shard) if getattr(args, "shard", None) else None
     clock = MonotonicClock()
     bus = EventBus()
     # only to ask whether stderr is a terminal: the live view draws in its own process
-    headless = bool(args.headless) or not Console(stderr=True).is_terminal
+    k, n = getattr(args, "worker_index", None), getattr(args, "workers", 1)
+    headless = bool(args.headless) or not Console(stderr=True).is_terminal or k is not None
+    if k is not None:  # one worker of a sharded run: its share, its own manifest
+        be_worker(args)
+        specs = workers.shard(specs, k, n)
+        config = {
+            **config,
+            "concurrency": args.concurrency,
+            "connect_concurrency": args.connect_concurrency,
+        }
+    # the runner takes the whole plan (its manifest describes the slice within it); the
+    # live view counts this process's slice
+    mine = [s for s in specs if shard is None or shard.owns(s.rollout_id)]
     view: Any = None
 
     def progress(line: str) -> None:
@@ -370,21 +445,41 @@ async def _run_specs(
     runner = Runner(
         args.out,
         run_id=args.run_id,
-        concurrency=args.concurrency,
-        connect_concurrency=args.connect_concurrency,
+        concurrency=runner_concurrency(args)
+        if k is None or args.concurrency == "auto"  # auto: each worker finds its own
+        else workers.share(args.concurrency, k, n),
+        connect_concurrency=args.connect_concurrency
+        if k is None
+        else workers.share(args.connect_concurrency, k, n),
+        manifest_name="manifest.json" if k is None else workers.worker_manifest_name(k),
         rt_priority=args.rt_priority,
         force_resume=bool(getattr(args, "force_resume", False)),
+        tolerance=tolerance_of(args),
+        shard=shard,
+        node=getattr(args, "node_id", None),
         clock=clock,
         seed=args.seed,
-        config={**config, "mqtt": bool(getattr(args, "mqtt", None)), "headless": headless},
+        config={
+            **config,
+            "mqtt": bool(getattr(args, "mqtt", None)),
+            "headless": headless,
+            **impair_config(args),
+        },
         progress=progress,
+        asr_model=asr_model,
     )
-    targets = {s.rollout_id: target_fields(s.target) for s in specs}
+    targets = {s.rollout_id: target_fields(s.target) for s in mine}
     runner.publish_factory = session_publisher(bus, runner.run_id, clock, targets=targets)
     skipped = sum(
-        rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in specs
+        rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in mine
     )
+    relay = getattr(args, "impair_relay", None)
     async with AsyncExitStack() as stack:
+        if relay is not None:  # its own process: the audio loop never runs the relay
+            from rig.cli.netopts import impair_log_path
+
+            relay.start(impair_log_path(runner.run_dir))  # main thread, before any rollout
+            stack.push_async_callback(asyncio.to_thread, relay.stop)
         if not headless:
             from rig.telemetry.viewproc import ViewProcess
 
@@ -392,7 +487,7 @@ async def _run_specs(
             view = ViewProcess(
                 bus,
                 detail=getattr(args, "detail", None),
-                refresh_hz=4.0 if len(specs) <= 10 else 2.0,
+                refresh_hz=4.0 if len(mine) <= 10 else 2.0,
                 clock=clock,
             )
             if await view.start():
@@ -421,7 +516,7 @@ async def _run_specs(
             ev.run(
                 runner.run_id,
                 clock.now_ns(),
-                len(specs) - skipped,
+                len(mine) - skipped,
                 skipped=skipped,
                 concurrency=runner.concurrency,
             )

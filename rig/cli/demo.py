@@ -15,6 +15,7 @@ from rig.cli.common import (
     run_specs,
 )
 from rig.cli.sim import add_sim_knobs, sim_from_args
+from rig.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     check_run_options(args)
+    if args.workers > 1:  # the demo's reference system runs inside this process
+        raise ConfigError("rig demo runs in one process: --workers is for rig run")
     from rig.scenarios import resolve
     from rig.sim.server import SimServer, SimThread
 

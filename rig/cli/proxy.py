@@ -8,6 +8,7 @@ import os
 import signal
 from typing import Any
 
+from rig.cli.netopts import add_impair_option
 from rig.errors import ConfigError
 
 
@@ -17,6 +18,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
     p.add_argument("--upstream", required=True, help="ws:// or wss:// URL of the system")
+    add_impair_option(p)
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument(
@@ -34,6 +36,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.cli.netopts import impair_log_path, relay_for
     from rig.ids import check_id
     from rig.limits import bounded
     from rig.proxy import RecordingProxy
@@ -54,12 +57,18 @@ def run(args: argparse.Namespace) -> int:
         check_id(args.run_id, "--run-id")
     out = os.path.join(args.out, args.run_id or new_run_id())
 
+    relay = relay_for(args, args.upstream, "ws")
+
     async def main() -> None:
+        via = None
+        if relay is not None:  # between the proxy and the upstream, in its own process
+            via = relay.start(impair_log_path(out))  # main thread: it dies with it
         proxy = RecordingProxy(
             args.upstream,
             out,
             max_message_bytes=args.max_message_bytes,
             idle_timeout_s=args.idle_timeout_s,
+            connect_via=via,
         )
         url = await proxy.start(host or "127.0.0.1", int(port))
         print(f"rig proxy listening on {url}, recording into {out}", flush=True)
@@ -69,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await proxy.stop()
+        if relay is not None:
+            await asyncio.to_thread(relay.stop)
 
     asyncio.run(main())
     return 0

@@ -71,7 +71,22 @@ def add_parser(sub: Any) -> None:
         action="append",
         help="rollout statuses whose latencies count (repeatable; default: ok)",
     )
-    p.add_argument("--confidence", type=float, default=0.95, help="bootstrap CI level")
+    p.add_argument(
+        "--include-invalid-timing",
+        action="store_true",
+        help="count rollouts whose own timing failed (timing_valid false) in the aggregates; "
+        "by default they are counted and shown, and left out",
+    )
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (bootstrap and Wilson)")
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="re-score the stored tracks with these timing rules (e.g. yield_max_s=0.5 "
+        "yield_from=ack activity.hangover_ms=300) instead of the ones the run used; nothing "
+        "is re-run or rewritten (docs/metrics.md)",
+    )
     p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
     p.add_argument(
         "--repair-wav",
@@ -84,8 +99,17 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rig.analysis.aggregate import aggregate, render_decomposition, render_table
+    from rig.analysis.aggregate import (
+        aggregate,
+        load_run,
+        render_decomposition,
+        render_endpointing,
+        render_table,
+    )
     from rig.analysis.gates import check_gates, gate_values, parse_gates
+    from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
+    from rig.analysis.sweep import render_settings
+    from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, summary_table
 
     if not os.path.isdir(args.run_dir):
@@ -93,10 +117,23 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
     gates = parse_gates(args.fail_under, args.max)  # usage errors before any output
-    report = aggregate(
-        args.run_dir, statuses=tuple(args.status or ("ok",)), confidence=args.confidence
-    )
+    data = load_run(args.run_dir)
     rollouts = load_rollouts(args.run_dir)
+    changes: list[str] = []
+    if args.rules:
+        overrides = parse_rule_args(args.rules)
+        stored, data = data, rescore(data, overrides)
+        changes = verdict_changes(stored, data)
+        new = {r.rollout_id: r.metrics for r in data.rollouts}
+        rollouts = [{**m, **new.get(str(m.get("rollout_id")), {})} for m in rollouts]
+    report = aggregate(
+        data,
+        statuses=tuple(args.status or ("ok",)),
+        confidence=args.confidence,
+        include_invalid_timing=bool(args.include_invalid_timing),
+    )
+    if args.rules:
+        report["rescored"] = {"rules": overrides, "verdict_changes": changes}
     results = check_gates(report, gates)
     written = _write_outputs(args, report, rollouts, results)
     if args.json:
@@ -108,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, allow_nan=False))
         return _exit_status(args, rollouts, results)
     console = Console()
+    if args.rules:
+        console.print(f"re-scored with {describe(overrides)}", markup=False, highlight=False)
+        for line in changes:
+            console.print(line, markup=False, highlight=False)
     if not args.no_rollouts:
         console.print(summary_table(rollouts))
     console.print(render_table(report))
@@ -115,6 +156,24 @@ def run(args: argparse.Namespace) -> int:
     if decomposition is not None:
         console.print(decomposition)
         console.print(clock_fit_table(rollouts))
+    if report["timing_invalid"]:
+        n = len(report["timing_invalid"])
+        what = "left out of" if report["timing_invalid_excluded"] else "counted in"
+        console.print(
+            f"{n} rollout(s) whose own timing failed (timing_valid false) are {what} the "
+            f"aggregates: {', '.join(report['timing_invalid'][:10])}" + (" ..." if n > 10 else ""),
+            markup=False,
+            style="bold red",
+        )
+    for table in (rtt_table(rollouts), split_table(rollouts)):
+        if table is not None:
+            console.print(table)
+    endpointing = render_endpointing(report)
+    if endpointing is not None:
+        console.print(endpointing)
+    side_by_side = render_settings(report)
+    if side_by_side is not None:
+        console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rig.cli.capacity import run_sharded, timing_invalid_lines
 from rig.cli.common import (
     add_run_options,
     build_specs,
@@ -16,6 +17,8 @@ from rig.cli.common import (
     run_specs_async,
     uplink_rate,
 )
+from rig.cli.engine import add_engine_options, check_engine_options, run_engine
+from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
 
@@ -36,6 +39,13 @@ def add_parser(sub: Any) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="dialect option, repeatable (e.g. turn_detection=manual, model=..., voice=...)",
+    )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KEY=V1,V2,...",
+        help="run the scenario once per value of this dialect option (repeatable: the "
+        "product), each setting a labelled group; rig report compares them side by side",
     )
     p.add_argument(
         "--sample-rate",
@@ -62,12 +72,29 @@ def add_parser(sub: Any) -> None:
         "$OTEL_EXPORTER_OTLP_ENDPOINT (the otel extra; as rig report --otel)",
     )
     add_run_options(p)
+    g = p.add_argument_group("scale-out (docs/scale-out.md)")
+    g.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only slice K (from 0) of N of the rollouts, chosen by a hash of the rollout "
+        "id, into the run directory <run-id>-shard-K-of-N; combine slices with rig merge",
+    )
+    g.add_argument("--node-id", help=argparse.SUPPRESS)  # set by an engine: metrics.json node
+    add_engine_options(g)
 
 
 def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]]:
     """Check the options, resolve the scenario and build the rollouts (before any file is
     written): the CLI and the Python API (rig.api) both start here."""
     check_run_options(args)
+    check_engine_options(args)
+    if args.shard is not None:
+        from rig.ids import check_id
+        from rig.runner import new_run_id
+        from rig.shard import parse_shard
+
+        shard = parse_shard(args.shard)
+        args.run_id = check_id(f"{args.run_id or new_run_id()}-{shard.dir_suffix}", "--run-id")
     from rig.scenarios import resolve
 
     require_extras(args, args.transport, args.dialect)
@@ -92,16 +119,27 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
         "transport": args.transport,
         "dialect": args.dialect,
         "dialect_options": parse_dialect_options(args.dialect_opt),
+        "sweep": parse_sweep(args.sweep),
         "sample_rate": rate,
         "session": specs[0].session_config.as_dict() if specs and specs[0].session_config else {},
     }
     return specs, config
 
 
+def dispatched(args: argparse.Namespace) -> bool:
+    """Does this run go to other processes or machines (--engine, --workers)?"""
+    return args.engine != "local" or (args.workers > 1 and args.worker_index is None)
+
+
 async def run_async(args: argparse.Namespace) -> Runner:
     """`rig run` inside a running event loop: what `rig.run_async` awaits."""
     import asyncio
 
+    if dispatched(args):
+        raise ConfigError(
+            "rig.run_async runs in this process: --engine/--workers runs go through the "
+            "command line for now (rig run ...; then rig.RunResult.from_dir(run_dir))"
+        )
     # scenario files, WAV decoding and device checks block: not on the caller's loop
     specs, config = await asyncio.to_thread(prepare, args)
     return await _execute(args, specs, config)
@@ -144,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     specs, config = prepare(args)
+    if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
+        return run_engine(args, [s.rollout_id for s in specs])
+    if args.workers > 1 and args.worker_index is None:
+        return run_sharded(args, len(specs))
     runner = asyncio.run(_execute(args, specs, config))
     rollouts = print_summary(runner.run_dir)
     if runner.stop_reason:
@@ -154,4 +196,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_ROLLOUTS_FAILED
     ok = all(m.get("status") == "ok" for m in rollouts)
-    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED
+    invalid = timing_invalid_lines(rollouts)
+    for line in invalid:
+        print(line, file=sys.stderr)
+    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED

@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rig.cli.netopts import impairment
 from rig.extras import BACKENDS, TRANSPORTS, require
 
 if TYPE_CHECKING:
@@ -44,6 +45,21 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--reply-wav", help="reply with this audio file instead of a tone")
     g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
     g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
+    g.add_argument(
+        "--policy",
+        choices=["reply", "never", "always", "backchannel"],
+        default="reply",
+        help="baseline behaviour: reply (fixed delay: --endpoint-silence-ms + --latency-ms), "
+        "never (never speaks), always (talks whenever the user is quiet), backchannel "
+        "(a short tone at every pause, never a reply)",
+    )
+    g.add_argument(
+        "--yield-after-ms",
+        type=float,
+        default=0.0,
+        help="when interrupted, stop talking exactly this long after detecting the barge-in "
+        "(0: at once; the truth log's reply_cancel is the stop)",
+    )
     g.add_argument("--net-delay-ms", type=float, default=0.0, help="one-way delay, both directions")
     g.add_argument("--net-delay-up-ms", type=float, help="uplink delay (overrides --net-delay-ms)")
     g.add_argument("--net-delay-down-ms", type=float, help="downlink delay (overrides)")
@@ -57,6 +73,12 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         help="the server clock jumps by this much (either sign) --clock-step-at-s after start",
     )
     g.add_argument("--clock-step-at-s", type=float, default=0.0)
+    g.add_argument(
+        "--withhold-stamps",
+        action="store_true",
+        help="send no server clock (no server_ts_ms, probes echoed without t1/t2): like most "
+        "hosted systems; the rig then times endpointing from round trips",
+    )
     if with_seed:
         g.add_argument("--seed", type=int, default=0, help="jitter seed")
 
@@ -78,6 +100,8 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         reply_gap_ms=args.reply_gap_ms,
         omit_silence=args.omit_silence,
         barge_in=not args.no_barge_in,
+        yield_after_ms=args.yield_after_ms,
+        policy=args.policy,
     )
     d = args.net_delay_ms
     net = NetConfig(
@@ -89,6 +113,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         clock_step_ms=args.clock_step_ms,
         clock_step_at_s=args.clock_step_at_s,
         seed=args.seed,
+        withhold_stamps=bool(getattr(args, "withhold_stamps", False)),
     )
     reply = load_wav(args.reply_wav, cfg.sample_rate).pcm if args.reply_wav else None
     return cfg, net, reply
@@ -99,6 +124,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
+    from rig.cli.netopts import add_impair_option
+
+    add_impair_option(p)
+    p.add_argument(
+        "--impair-log",
+        help="impair.jsonl path: every relayed chunk's applied delay and fate (default: "
+        "impair.jsonl next to --truth-log, else none)",
+    )
     p.add_argument(
         "--transport",
         choices=["ws", "webrtc", "device"],
@@ -106,6 +139,15 @@ def add_parser(sub: Any) -> None:
         help="webrtc: HTTP offer/answer at http://HOST:PORT/offer (and /api/offer), 48 kHz; "
         "device: listen on --input DEV, reply on --output DEV",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes serving one port (SO_REUSEPORT, --transport ws): a self-test at scale "
+        "measures the rig, not the reference system (default 1)",
+    )
+    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--rt-priority",
         type=int,
@@ -173,16 +215,57 @@ def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from rig import realtime
+    from rig.errors import ConfigError
+    from rig.workers import check_workers
+
+    if check_workers(args.workers) > 1:
+        if args.transport != "ws":
+            raise ConfigError("--workers applies to --transport ws")
+        if args.truth_log:
+            raise ConfigError("--truth-log needs --workers 1 (one log per process would split it)")
+    if args.parent_pid:
+        from rig.childproc import die_with_parent
+
+        die_with_parent(args.parent_pid)
 
     if args.transport in TRANSPORTS:
         require(TRANSPORTS[args.transport], f"--transport {args.transport}")
     if args.transport == "device":
         require(BACKENDS[args.backend], f"--transport device --backend {args.backend}")
     cfg, net, reply = sim_from_args(args)
+    if impairment(args) is not None and args.transport != "ws":
+        raise ConfigError("rig sim --impair covers --transport ws (a TCP relay) for now")
+    if impairment(args) is not None and args.workers > 1:
+        raise ConfigError("rig sim --impair needs --workers 1 (one relay in front of one port)")
     with realtime.scheduling(args.rt_priority) as sched:
         if args.transport == "device":
             return run_device(args, cfg, reply)
         return run_ws_or_webrtc(args, cfg, net, reply, sched)
+
+
+def start_sim_workers(args: argparse.Namespace, port: int) -> list[Any]:
+    """Workers 1..N-1 on the parent's port; returns once each is listening."""
+    from rig.errors import RigError
+    from rig.workers import spawn, stop_all
+
+    extra = ["--port", str(port), "--workers", str(args.workers)]
+    procs = [spawn(args.argv, k, extra, pipe_stdout=True) for k in range(1, args.workers)]
+    for p in procs:
+        line = p.stdout.readline() if p.stdout is not None else ""
+        if "listening" not in line:
+            stop_all(procs)
+            raise RigError(f"rig sim worker did not start: {line!r}")
+    return procs
+
+
+def _impair_log(args: argparse.Namespace) -> str | None:
+    import os
+
+    if args.impair_log:
+        return str(args.impair_log)
+    if args.truth_log:
+        return os.path.join(os.path.dirname(os.path.abspath(args.truth_log)), "impair.jsonl")
+    return None
 
 
 def run_ws_or_webrtc(
@@ -199,14 +282,39 @@ def run_ws_or_webrtc(
             from rig.sim.server import SimServer
 
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
-        url = await server.start(args.host, args.port)
+        relay = None
+        imp = impairment(args)
+        sharded = args.workers > 1
+        others = []
+        if imp is None:
+            if sharded:
+                url = await server.start(args.host, args.port, reuse_port=True)
+            else:
+                url = await server.start(args.host, args.port)
+            if sharded and args.worker_index is None:  # the parent serves too, as worker 0
+                others = await asyncio.to_thread(start_sim_workers, args, server.port)
+        else:  # the sim listens privately; the relay takes the public port
+            from rig.relay.process import TcpRelay
+
+            inner = await server.start("127.0.0.1", 0)
+            port = int(inner.rsplit(":", 1)[1])
+            relay = TcpRelay("127.0.0.1", port, imp, listen_host=args.host, listen_port=args.port)
+            host, rport = relay.start(_impair_log(args))  # main thread: dies with it
+            url = f"ws://{host}:{rport}"
         print(f"rig sim listening on {url}", flush=True)
-        print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)  # after the URL line
+        if args.worker_index is None:  # after the URL line (a worker's would come before)
+            print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        if others:
+            from rig.workers import stop_all
+
+            await asyncio.to_thread(stop_all, others)
+        if relay is not None:
+            await asyncio.to_thread(relay.stop)
         await server.stop()
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 

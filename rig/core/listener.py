@@ -28,12 +28,14 @@ from rig.audio.pcm import level_dbfs
 from rig.core.director import Observation
 from rig.core.events import ControlRequest, DownAudio, DownEvent
 from rig.core.onset import OnsetDetector
+from rig.core.path import PathLog
 from rig.core.placement import PlaybackQueue
 from rig.core.records import (
     ChunkRecord,
     EventRecord,
     HeardChunk,
     Probe,
+    ReceivedAudio,
     Record,
     ServerMark,
     SystemAudio,
@@ -44,6 +46,8 @@ from rig.core.units import NS_PER_S, ms_to_ns
 from rig.errors import ProtocolError
 
 Output = Record | ControlRequest
+#: an echoed probe older than this is not a round trip of a live path (a stale or forged t0)
+MAX_ECHO_NS = 60 * NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,9 @@ class Listener:
         self.marks: list[ServerMark] = []
         self.mark_pairs: list[tuple[int, int]] = []  # (server_ns, arrival_ns) of stamped marks
         self.path_rtt_ms: list[float] = []  # round trips the transport reported (RTCP RR)
+        self.path = PathLog()  # round trips and send backlog of every source (net.*, RTCP)
+        #: (arrival, round trip) of probes answered without server stamps (no server clock)
+        self.probe_echoes: list[tuple[int, int]] = []
 
     # --- what arrives ----------------------------------------------------------------------
 
@@ -98,7 +105,10 @@ class Listener:
             seq = self._count(item)
             self.dropped_samples += item.pcm.size
             extra = {**(item.extra or {}), "dropped": "truncated_item"}
-            return [self._chunk_record(item, seq, None, extra)]
+            return [
+                self._chunk_record(item, seq, None, extra),
+                ReceivedAudio(item.sample_rate, item.pcm),
+            ]
         start = self.playback.push(item.pcm, item.t_ns)
         play_ns = self.playback.timeline.time_of(start)
         seq = self._count(item)
@@ -124,6 +134,7 @@ class Listener:
                 EventRecord("system.onset", item.t_ns, {"play_ns": play_ns + off_ns, "seq": seq})
             )
         out.append(self._chunk_record(item, seq, play_ns, item.extra))
+        out.append(ReceivedAudio(item.sample_rate, item.pcm))
         return out
 
     def on_event(self, item: DownEvent) -> list[Output]:
@@ -142,8 +153,9 @@ class Listener:
                     )
                 )
             except (KeyError, TypeError, ValueError):
-                pass  # a malformed reply is not an exchange (it is still recorded)
-        if item.source == "rig":  # the rig's own doing, reported by the dialect
+                self._echo(item)  # no server stamps: still a round trip (else malformed)
+        self.path.on_event(item)
+        if item.source == "rig":  # the rig's own doing (a dialect's history, path samples)
             return [EventRecord(item.kind, item.t_ns, data, "rig")]
         if item.kind != "probe_reply":
             self._mark(item)
@@ -232,6 +244,12 @@ class Listener:
         self.down_chunks += 1
         self.down_samples += item.pcm.size
         return seq
+
+    def _echo(self, item: DownEvent) -> None:
+        """A probe reply without server stamps: its round trip, if it echoes a sane t0."""
+        t0 = item.data.get("t0_ns")
+        if isinstance(t0, int) and not isinstance(t0, bool) and 0 <= item.t_ns - t0 < MAX_ECHO_NS:
+            self.probe_echoes.append((item.t_ns, item.t_ns - t0))
 
     def _mark(self, item: DownEvent) -> None:
         server_ns = None if item.server_ts_ms is None else ms_to_ns(item.server_ts_ms)

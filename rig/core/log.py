@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rig.core.director import TurnRecord
 from rig.core.listener import Listener
-from rig.core.records import HeardChunk, Probe, ServerMark
+from rig.core.records import HeardChunk, Probe, RttSample, SendBacklog, ServerMark
 from rig.core.responses import Onset
 from rig.core.timeline import Timeline
 from rig.core.units import NS_PER_S
@@ -44,6 +44,11 @@ class SessionLog:
     dropped_samples: int = 0
     truncated_items: tuple[str, ...] = ()
     path_rtt_ms: tuple[float, ...] = ()  # round trips the transport reported (RTCP RR)
+    rtt: tuple[RttSample, ...] = ()  # round trips of every source, in arrival order
+    backlog: tuple[SendBacklog, ...] = ()  # uplink bytes waiting to leave, sampled
+    pings_lost: int = 0
+    #: (arrival, round trip ns) of probes the server echoed without stamps (no server clock)
+    probe_echoes: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, uplink: Uplink, listener: Listener, prefill: Prefill | None = None) -> SessionLog:
@@ -70,6 +75,10 @@ class SessionLog:
             dropped_samples=listener.dropped_samples,
             truncated_items=tuple(sorted(listener.truncated_items)),
             path_rtt_ms=tuple(listener.path_rtt_ms),
+            rtt=tuple(listener.path.rtt),
+            backlog=tuple(listener.path.backlog),
+            pings_lost=listener.path.pings_lost,
+            probe_echoes=tuple(listener.probe_echoes),
         )
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 
 from rig.core.log import SessionLog
 from rig.core.responses import lateness_summary, match_responses
-from rig.errors import DeviceError, ProtocolError, TransportError
+from rig.errors import DeadlineError, DeviceError, ProtocolError, RigError, TransportError
 
 #: a rollout ended as it should (the rest: an error, or the hard cap)
 FINAL_OK = frozenset({"ok", "no_audio"})
@@ -31,12 +31,18 @@ class Outcome:
     @classmethod
     def of_error(cls, exc: BaseException) -> Outcome:
         """A rollout ended by `exc`: a status that says whose fault it was."""
-        if isinstance(exc, ProtocolError):
+        if isinstance(exc, DeadlineError):
+            status = "timed_out"
+        elif isinstance(exc, ProtocolError):
             status = "protocol_error"
         elif isinstance(exc, TransportError):
             status = "transport_error"
         elif isinstance(exc, DeviceError):
             status = "device_error"
+        elif isinstance(exc, OSError):  # a socket error a transport did not wrap
+            return cls("transport_error", f"{type(exc).__name__}: {exc}")
+        elif not isinstance(exc, RigError):  # a bug: say what it was
+            return cls("error", f"{type(exc).__name__}: {exc}")
         else:
             status = "error"
         return cls(status, str(exc) or type(exc).__name__)

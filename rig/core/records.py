@@ -3,7 +3,8 @@
 Frozen, slotted dataclasses. What the core hands out (`Record`) the session puts into one
 sink (rig.recordings.sink), which writes it to the run directory and publishes it live:
 `ChunkRecord` / `EventRecord` become one JSON line each (chunks.jsonl / events.jsonl),
-`UserAudio` / `SystemAudio` / `SystemPad` the two tracks. The rest (`Probe`, `ServerMark`,
+`UserAudio` / `SystemAudio` / `SystemPad` the two tracks, `ReceivedAudio` the
+system's stream as received (received.wav). The rest (`Probe`, `ServerMark`,
 `HeardChunk`) are what the session log keeps for the analysis after the stream.
 
 All times are integer nanoseconds on the shared monotonic clock unless the name says
@@ -101,7 +102,17 @@ class SystemPad:
     total_samples: int
 
 
-Record = ChunkRecord | EventRecord | UserAudio | SystemAudio | SystemPad
+@dataclass(frozen=True, slots=True)
+class ReceivedAudio:
+    """A downlink chunk exactly as it arrived (played, flushed or cut off alike): appended
+    to received.wav, so the system's own, untruncated stream can be rendered after the run
+    (chunks.jsonl `dir: down` rows give each chunk's arrival time and length, in order)."""
+
+    sample_rate: int
+    pcm: Pcm16
+
+
+Record = ChunkRecord | EventRecord | UserAudio | SystemAudio | SystemPad | ReceivedAudio
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +147,26 @@ class HeardChunk:
     sample_rate: int
     #: WebRTC: the rig's own receive-path delay for this frame (jitter buffer + decode)
     jb_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RttSample:
+    """One measured round trip of the path to the system, completed at `t_ns`.
+
+    `source` names the method: "ws_ping" (WebSocket ping/pong), "tcp_info" (the kernel's
+    smoothed RTT), "rtcp" (RTCP receiver reports), "probe" (four-timestamp clock probes).
+    """
+
+    t_ns: int
+    rtt_ns: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendBacklog:
+    """Uplink bytes handed over but not yet on the wire at `t_ns` (user space + kernel
+    unsent), with the kernel's delivery rate (bytes/s; None unknown) to turn it into time."""
+
+    t_ns: int
+    backlog_bytes: int
+    rate_bps: int | None

@@ -44,6 +44,21 @@ _STATE_STYLE = {
 FAILED, STALLED, INVALID, ACTIVE, PENDING, DONE = range(6)
 
 
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def rtt_sparkline(history_ms: tuple[float, ...]) -> Text:
+    """RTT over time, oldest first, one block per sample scaled between its min and max."""
+    lo, hi = min(history_ms), max(history_ms)
+    span = hi - lo
+    blocks = "".join(
+        SPARKS[0 if span <= 0 else min(7, int((x - lo) / span * 8))] for x in history_ms
+    )
+    out = Text(blocks, style="cyan")
+    out.append(f"  {lo:.1f}–{hi:.1f} ms, last {history_ms[-1]:.1f}", style="dim")
+    return out
+
+
 def _ms(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
@@ -321,8 +336,13 @@ def _decomposition(r: RolloutSnapshot) -> Text:
     )
     if all(v is None for _, v in parts):
         text.append(" · split: not supported by the clock fit", style="dim")
-        return text
-    text.append(" = " + " + ".join(f"{name} {_ms(value, 0)}" for name, value in parts) + " ms")
+    else:
+        text.append(" = " + " + ".join(f"{name} {_ms(value, 0)}" for name, value in parts) + " ms")
+    if resp.detect_ms is not None or resp.generation_ms is not None:
+        # the system's own share cut at its end-of-turn decision (rig.analysis.endpoint)
+        text.append(
+            f" · detect {_ms(resp.detect_ms, 0)} + generation {_ms(resp.generation_ms, 0)} ms"
+        )
     return text
 
 
@@ -363,6 +383,8 @@ def detail_panel(r: RolloutSnapshot, timeline_span_ns: int) -> Panel:
     if r.clock_drift_ppm is not None:
         clock.append(f", drift {r.clock_drift_ppm:+.1f} ppm")
     row("clock", clock)
+    if len(r.rtt_history_ms) >= 2:
+        row("RTT", rtt_sparkline(r.rtt_history_ms))
     chunks = Text(f"up {r.chunks_up}  down {r.chunks_down}  stalls {r.stalls}  timing ")
     chunks.append_text(_timing_text(r))
     if r.timing_reason:

@@ -7,14 +7,17 @@ from two cables' loopback measurements (rig.device.loopback). See docs/devices.m
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rig import safejson
 from rig.device.calibration_store import CalibrationStore, PathKey
 from rig.errors import ConfigError
+
+#: a calibration file is a few hundred bytes; anything near this is not one
+MAX_CALIBRATION_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +55,8 @@ def load_calibration(
         return _from_doc(doc["calibration"], str(store.path_for(key)), doc.get("measured_at"))
     path = Path(spec)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        doc = safejson.parse(path.read_bytes(), max_bytes=MAX_CALIBRATION_BYTES)
+    except (OSError, ValueError) as exc:  # safejson.JsonInputError is a ValueError
         raise ConfigError(f"cannot read calibration {spec}: {exc}") from exc
     result = doc.get("calibration", doc) if isinstance(doc, dict) else None
     if not isinstance(result, dict) or "round_trip_ms" not in result:
@@ -75,17 +78,22 @@ def load_calibration(
     return _from_doc(result, str(path), doc.get("measured_at"))
 
 
-def _from_doc(result: dict[str, Any], source: str, measured_at: str | None) -> Calibration:
-    rt = float(result["round_trip_ms"])
-    if not math.isfinite(rt):
-        raise ConfigError(f"{source}: round_trip_ms is not a number")
-    spread = result.get("spread_ms")
+def _from_doc(result: dict[str, Any], source: str, measured_at: object) -> Calibration:
+    try:
+        rt = float(result["round_trip_ms"])
+        spread = result.get("spread_ms")
+        spread_ms = None if spread is None else float(spread)
+        key = PathKey.from_result(result).as_dict()
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{source}: not a usable calibration ({exc})") from None
+    if not math.isfinite(rt) or (spread_ms is not None and not math.isfinite(spread_ms)):
+        raise ConfigError(f"{source}: round_trip_ms / spread_ms is not a finite number")
     return Calibration(
         round_trip_ms=rt,
         source=source,
-        key=PathKey.from_result(result).as_dict(),
-        spread_ms=None if spread is None else float(spread),
-        measured_at=measured_at,
+        key=key,
+        spread_ms=spread_ms,
+        measured_at=measured_at if isinstance(measured_at, str) else None,
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rig import safejson
 from rig.errors import ConfigError
 
 FORMAT_VERSION = 1
@@ -132,9 +133,11 @@ class CalibrationStore:
     @staticmethod
     def _read(path: Path) -> dict[str, Any]:
         try:
-            doc: dict[str, Any] = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            doc = safejson.parse(path.read_bytes(), max_bytes=1 << 20)
+        except (OSError, ValueError) as exc:  # safejson.JsonInputError is a ValueError
             raise ConfigError(f"cannot read calibration {path}: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{path}: not a rig calibration (not a JSON object)")
         if doc.get("format") != FORMAT_VERSION or "key" not in doc or "calibration" not in doc:
             raise ConfigError(f"{path}: not a rig calibration (format {doc.get('format')!r})")
         return doc

@@ -10,6 +10,7 @@ bridge, rig.telemetry.session_bridge, maps these onto bus events):
             after a barge-in is recorded, not shown)
   protocol  every server event
   status    the session's state changes (`status()`)
+  rtt       each round trip as measured (WebSocket ping/pong, RTCP): `rtt_ms`, `method`
   response  each response latency with its split, and `clock` the clock fit, once the
             analysis after the stream is done (`results()`)
 
@@ -25,6 +26,7 @@ from rig.core.events import ControlRequest
 from rig.core.records import (
     ChunkRecord,
     EventRecord,
+    ReceivedAudio,
     Record,
     SystemAudio,
     SystemPad,
@@ -34,8 +36,17 @@ from rig.recordings.writer import RolloutRecorder
 
 Publish = Callable[[str, dict[str, Any]], None]
 
+#: events that carry one measured round trip (`rtt_ms`): ping/pong (rig.net) and RTCP
+RTT_KINDS = ("net.rtt", "server.rtcp.rr")
 #: the latency parts a live view shows beside each response
-RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
+RESPONSE_PARTS = (
+    "uplink_ms",
+    "model_ms",
+    "downlink_ms",
+    "queue_ms",
+    "detect_ms",  # endpointing wait and generation: model_ms cut at the system's decision
+    "generation_ms",
+)
 
 
 class RolloutSink:
@@ -55,12 +66,16 @@ class RolloutSink:
             if record.source == "server":
                 name = record.kind.removeprefix("server.")
                 self.publish("protocol", {"name": name, "t_ns": record.t_ns})
+            if record.kind in RTT_KINDS:
+                self._rtt(record)
         elif isinstance(record, UserAudio):
             rec.user_audio(record.pcm)
         elif isinstance(record, SystemAudio):
             rec.system_audio(record.sample_rate, record.start_sample, record.pcm)
         elif isinstance(record, SystemPad):
             rec.system_pad(record.sample_rate, record.total_samples)
+        elif isinstance(record, ReceivedAudio):
+            rec.received_audio(record.sample_rate, record.pcm)
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         for record in records:
@@ -102,6 +117,13 @@ class RolloutSink:
                     "rtt_ms": rtt.get("rtt_p50_ms") if isinstance(rtt, dict) else None,
                 },
             )
+
+    def _rtt(self, record: EventRecord) -> None:
+        """Each round trip as it is measured (the live view's RTT column and its history)."""
+        rtt = record.data.get("rtt_ms")
+        if isinstance(rtt, int | float) and not isinstance(rtt, bool):
+            method = "rtcp" if record.kind == "server.rtcp.rr" else record.data.get("source")
+            self.publish("rtt", {"rtt_ms": float(rtt), "method": method, "t_ns": record.t_ns})
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         if self._publish is not None:

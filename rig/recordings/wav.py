@@ -1,8 +1,9 @@
 """Append-only mono PCM16 WAV files that stay valid while they grow.
 
 How this works: the 44-byte header is written first with the sizes of what is on disk, and
-rewritten (two 4-byte fields) after every flushed batch. A crash between a data write and the
-header update leaves a header that under-counts by at most one batch: every player opens the
+rewritten (two 4-byte fields) when the writer asks (`flush(header=True)`: every few batches
+and at the end; docs/run-directory.md). A crash between a data write and the header update
+leaves a header that under-counts by what came after it: every player opens the
 file and plays what the header counts; `read_wav` repairs the count from the file size so
 nothing appended is lost.
 """
@@ -61,11 +62,13 @@ class WavAppender:
         if missing > 0:
             self.append(np.zeros(missing, dtype=np.int16))
 
-    def flush(self) -> None:
-        """Data first, then the header that counts it."""
+    def flush(self, header: bool = True) -> None:
+        """Data first, then (with `header`) the header that counts it."""
         if not self._dirty:
             return
         self._f.flush()
+        if not header:
+            return
         self._f.seek(4)
         self._f.write(struct.pack("<I", 36 + self.data_bytes))
         self._f.seek(40)

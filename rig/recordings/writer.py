@@ -2,8 +2,13 @@
 
 How this works: the audio event loop never touches the disk. Session code calls the
 `RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock waits, no
-I/O, O(1)). The writer thread drains the queue in batches, appends, then flushes every file it
-touched (data first, then WAV headers), so a SIGKILL loses at most the batch being written.
+I/O, O(1)). The writer thread wakes for an item, lets `batch_window_s` (10 ms) of items
+gather, drains them as one batch, appends, then flushes every file it touched: one write per
+file per batch, so a SIGKILL loses at most the batch being written. WAV headers are rewritten
+every `header_every` (10) batches of a rollout and at its end (a crash leaves a header that
+under-counts by at most that; readers trust the file size, `rig report --repair-wav` fixes
+it). Why batch: per-chunk flushes cost ~10 syscalls each and the GIL the loop needs; at 50
+rollouts the writer thread was the largest CPU user of the rig (py-spy, docs/pacing.md).
 
 The queue is unbounded on purpose: a slow disk must never stall the audio loop, and a run
 must never drop what it heard. The backlog (items queued, not yet written) is measured; the
@@ -136,6 +141,8 @@ class _RolloutFiles:
     event_lines: list[str]
     user: WavAppender
     system: WavAppender | None
+    flushes: int = 0
+    received: WavAppender | None = None
 
 
 #: errnos that mean the whole file system is out of room: the runner stops starting rollouts
@@ -145,7 +152,15 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 class RecordingWriter:
     """The writer thread of a run. Start once; `close()` drains and joins."""
 
-    def __init__(self, warn_backlog: int = 5_000, write_delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        warn_backlog: int = 5_000,
+        write_delay_s: float = 0.0,
+        batch_window_s: float = 0.01,
+        header_every: int = 10,
+    ) -> None:
+        self.batch_window_s = batch_window_s
+        self.header_every = max(1, header_every)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._files: dict[str, _RolloutFiles] = {}
         self._thread = threading.Thread(target=self._run, name="rig-writer", daemon=True)
@@ -208,8 +223,10 @@ class RecordingWriter:
         stop = False
         while not stop:
             item = self._q.get()
+            if self.batch_window_s > 0 and item is not _STOP:
+                time.sleep(self.batch_window_s)  # let a batch gather: one write per file
             batch = [item]
-            while len(batch) < 4096:
+            while len(batch) < 65_536:
                 try:
                     batch.append(self._q.get_nowait())
                 except queue.Empty:
@@ -233,7 +250,8 @@ class RecordingWriter:
                 files = self._files.get(key)
                 if files is not None:
                     try:
-                        self._flush(files)
+                        files.flushes += 1
+                        self._flush(files, header=files.flushes % self.header_every == 0)
                     except Exception as exc:  # noqa: BLE001 - recorded against the rollout
                         self._fail(key, exc)
         for key, files in list(self._files.items()):
@@ -256,7 +274,7 @@ class RecordingWriter:
 
     def _apply(self, item: tuple[Any, ...]) -> str | None:
         op, key = item[0], item[1]
-        if self.write_delay_s and op in ("chunk", "user", "system"):
+        if self.write_delay_s and op in ("chunk", "user", "system", "received"):
             time.sleep(self.write_delay_s)
         if op == "barrier":
             item[2]()
@@ -286,6 +304,10 @@ class RecordingWriter:
                 pcm = pcm[have - start :]
             if len(pcm):
                 system.append(pcm)
+        elif op == "received":
+            if files.received is None:
+                files.received = WavAppender(os.path.join(files.dir, "received.wav"), item[2])
+            files.received.append(item[3])
         elif op == "system_pad":
             self._system(files, item[2]).pad_to(item[3])
         elif op == "metrics":
@@ -318,7 +340,7 @@ class RecordingWriter:
             files.system = WavAppender(os.path.join(files.dir, "system.wav"), rate)
         return files.system
 
-    def _flush(self, files: _RolloutFiles) -> None:
+    def _flush(self, files: _RolloutFiles, header: bool = True) -> None:
         # One unbuffered write per file per batch: whole lines reach the OS together, so a
         # killed process leaves complete JSON lines behind.
         for lines, f in ((files.chunk_lines, files.chunks), (files.event_lines, files.events)):
@@ -330,11 +352,11 @@ class RecordingWriter:
                 except OSError as exc:
                     exc.filename = exc.filename or getattr(f, "name", None)
                     raise
-        for wav in (files.user, files.system):
+        for wav in (files.user, files.system, files.received):
             if wav is None:
                 continue
             try:
-                wav.flush()
+                wav.flush(header)
             except OSError as exc:
                 exc.filename = exc.filename or wav.path
                 raise
@@ -351,6 +373,8 @@ class RecordingWriter:
                 os.path.join(files.dir, "system.wav"), files.user.sample_rate
             )
         files.system.close()
+        if files.received is not None:
+            files.received.close()
 
 
 def _write_all(f: BinaryIO, data: bytes) -> None:
@@ -368,7 +392,7 @@ def _close_quietly(files: _RolloutFiles) -> None:
     for f in (files.chunks, files.events):
         with contextlib.suppress(Exception):
             f.close()
-    for wav in (files.user, files.system):
+    for wav in (files.user, files.system, files.received):
         if wav is not None:
             with contextlib.suppress(Exception):
                 wav.abandon()
@@ -393,6 +417,9 @@ class RolloutRecorder:
 
     def system_audio(self, sample_rate: int, start_sample: int, pcm: Pcm16) -> None:
         self.writer.put(("system", self.dir, sample_rate, start_sample, pcm.copy()))
+
+    def received_audio(self, sample_rate: int, pcm: Pcm16) -> None:
+        self.writer.put(("received", self.dir, sample_rate, pcm.copy()))
 
     def system_pad(self, sample_rate: int, n_samples: int) -> None:
         self.writer.put(("system_pad", self.dir, sample_rate, n_samples))

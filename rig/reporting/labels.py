@@ -24,6 +24,10 @@ def rollout_labels(
     labels = list(view.marks)
     for r in view.responses:
         labels.append(Mark("response", r.user_end_s, f"latency {r.latency_ms:.0f} ms", r.onset_s))
+        if r.decision_s is not None and r.detect_ms is not None:
+            gen = "" if r.generation_ms is None else f", generation {r.generation_ms:.0f} ms"
+            text = f"detect {r.detect_ms:.0f} ms{gen}"
+            labels.append(Mark("endpointing", r.user_end_s, text, r.decision_s))
     labels += [Mark("speech.user", s, "user speech", e) for s, e in user_speech]
     labels += [Mark("speech.system", s, "system speech", e) for s, e in system_speech]
     labels.sort(key=lambda m: (m.t_s, m.kind))

@@ -16,11 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 from rig.analysis.activity import ActivityParams, Segment, speech_segments
-from rig.analysis.rollout import RolloutView, load_rollout
+from rig.analysis.rollout import Response, RolloutView, load_rollout
 from rig.extras import MissingExtra
 
 USER_COLOR = "#1f77b4"
 SYSTEM_COLOR = "#d62728"
+DETECT_COLOR = "#ff7f0e"  # endpointing: user's end -> the system's decision
 MARK_STYLE: dict[str, dict[str, Any]] = {
     "turn.start": {"color": "#2ca02c", "linestyle": "-", "linewidth": 1.2},
     "turn.end": {"color": "#2ca02c", "linestyle": "--", "linewidth": 1.2},
@@ -139,6 +140,22 @@ def render_png(
             ha="center",
             fontsize=8,
         )
+        if r.decision_s is not None:
+            # the endpointing wait under the latency arrow, the decision as a tick
+            y_det = y_arrow * 0.8
+            sys_ax.plot([r.user_end_s, r.decision_s], [y_det, y_det], color=DETECT_COLOR, lw=3)
+            sys_ax.axvline(r.decision_s, color=DETECT_COLOR, linestyle="--", linewidth=0.9)
+            gen = "" if r.generation_ms is None else f" · gen {r.generation_ms:.0f}"
+            sys_ax.annotate(
+                f"detect {r.detect_ms:.0f}{gen} ms",
+                (r.user_end_s, y_det),
+                xytext=(0, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color=DETECT_COLOR,
+                bbox={"facecolor": "white", "alpha": 0.85, "linewidth": 0, "pad": 1},
+            )
+    _draw_splits(sys_ax, view.responses, y_arrow)
     sys_ax.set_xlabel("session time (s from t0)")
     sys_ax.set_xlim(0, max(duration_s, 1e-3))
     handles = [
@@ -148,7 +165,10 @@ def render_png(
         Line2D([], [], label="turn end", **MARK_STYLE["turn.end"]),
         Line2D([], [], label="injection", **MARK_STYLE["inject"]),
         Line2D([], [], color="black", marker=">", label="response latency"),
+        Line2D([], [], color=DETECT_COLOR, lw=3, label="endpointing (detect)"),
     ]
+    if any(r.parts_ms for r in view.responses):
+        handles += [Patch(color=c, label=n) for n, c in zip(SPLIT_NAMES, SPLIT_COLORS, strict=True)]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     status = view.metrics.get("status")
     fig.suptitle(
@@ -159,6 +179,34 @@ def render_png(
     fig.savefig(out_path, format="png")
     plt.close(fig)
     return out_path
+
+
+SPLIT_NAMES = ("uplink", "model", "downlink", "queue")
+SPLIT_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8c8c8c")
+
+
+def _draw_splits(ax: Any, responses: Sequence[Response], y_arrow: float) -> None:
+    """Under each latency arrow, its split as one stacked bar: uplink, model, downlink,
+    queue from the user's speech end (labelled with the method that split it)."""
+    height = abs(y_arrow) * 0.18
+    y = y_arrow - height * 2.2
+    for r in responses:
+        if not r.parts_ms:
+            continue
+        start = r.user_end_s
+        for part_ms, color in zip(r.parts_ms, SPLIT_COLORS, strict=True):
+            width = max(part_ms, 0.0) / 1000
+            ax.broken_barh([(start, width)], (y, height), facecolors=color, alpha=0.85)
+            start += width
+        if r.method:
+            ax.annotate(
+                r.method,
+                (r.user_end_s, y),
+                xytext=(0, -9),
+                textcoords="offset points",
+                fontsize=6,
+                color="dimgray",
+            )
 
 
 def plot_rollout(

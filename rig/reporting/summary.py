@@ -49,13 +49,19 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
     for col in (
         "rollout",
         "status",
-        "response latency ms",
+        "latency ms",
         "late p50",
-        "late p99",
-        "late max",
+        "p99",
+        "max",
         "stalls",
+        "rig",
     ):
-        t.add_column(col, justify="left" if col in ("rollout", "status") else "right")
+        # a status word is never cut (`write_error`): the reason after it wraps instead
+        t.add_column(
+            col,
+            justify="left" if col in ("rollout", "status") else "right",
+            min_width={"status": 11, "rig": 3}.get(col),
+        )
     for m in rollouts:
         responses = m.get("responses")
         lat = [
@@ -83,8 +89,19 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
             f(late.get("p99")),
             f(late.get("max")),
             str(up.get("stalls", "—")),
+            _timing_cell(m.get("timing_valid")),
         )
     return t
+
+
+def _timing_cell(valid: Any) -> Text:
+    """Column `rig`: the verdict on the rig's own timing (timing_valid, rig.core.selfcheck):
+    `ok`, or `bad` in red (kept narrow: the status column holds the reasons)."""
+    if valid is True:
+        return Text("ok")
+    if valid is False:
+        return Text("bad", style="bold red")
+    return Text("—")
 
 
 def _obj(x: Any) -> dict[str, Any]:

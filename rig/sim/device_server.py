@@ -51,7 +51,7 @@ class DeviceSimServer:
         clock: Clock | None = None,
         backend: Backend | None = None,
     ) -> None:
-        self.cfg = replace(cfg, sample_rate=opts.rate)
+        self.cfg = replace(cfg.effective(), sample_rate=opts.rate)
         self.opts = opts
         self.clock = clock or MonotonicClock()
         self.link = DeviceLink(opts, self.clock, backend)  # DeviceError for bad devices

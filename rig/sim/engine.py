@@ -10,15 +10,25 @@ How this works: the server shell feeds every input chunk with the true time it r
 - Reply streaming: the reply audio (a tone or a file) is cut into `chunk_ms` chunks emitted
   at `reply_start + i * chunk_ms / speed`: `speed=1` is real time, `speed>1` faster than real
   time, `speed=0` all at once (a burst).
-- Barge-in: speech starting while a reply is still being emitted cancels the rest.
+- Barge-in: speech starting while a reply is still being emitted cancels the rest; with
+  `yield_after_ms` the reply instead stops exactly that long after the barge-in is detected
+  (the chunk straddling the cut is shortened so its audio ends at the cut, in real-time
+  reply time), and `reply_cancel` is logged at the cut with `barge_in_ns` and `audio_end_ns`.
 - Silent-frame omission: with `omit_silence`, silent reply chunks are not sent (their time
   still passes), as systems that suppress silence do.
+
+- Policies (baselines, so every metric can be sanity-checked): `reply` (the default: a
+  fixed delay, `endpoint_silence_ms` + `latency_ms` after the user's last loud sample),
+  `never` (hears everything, never says anything), `always` (talks whenever the user is
+  quiet: 100 ms of silence ends a turn, no model latency, a 30 s reply, stopped only by a
+  barge-in), `backchannel` (a 0.3 s "mhm" tone after every 150 ms pause, never a reply).
 
 Every decision is returned as a `Truth` record on the true shared clock, for the truth log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +38,12 @@ from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_MS, NS_PER_S
 
 BLOCK_MS = 10
+POLICIES: tuple[str, ...] = ("reply", "never", "always", "backchannel")
+#: policy -> (endpoint silence ms, latency ms, reply s) it forces (None: the config's)
+_POLICY_TIMING: dict[str, tuple[float, float, float]] = {
+    "always": (100.0, 0.0, 30.0),
+    "backchannel": (150.0, 50.0, 0.3),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,22 @@ class SimConfig:
     reply_gap_ms: float = 0.0
     omit_silence: bool = False
     barge_in: bool = True
+    yield_after_ms: float = 0.0
+    policy: str = "reply"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+
+    def effective(self) -> SimConfig:
+        """The config with the timing the policy forces (docs/reference-system.md)."""
+        forced = _POLICY_TIMING.get(self.policy)
+        if forced is None:
+            return self
+        end_ms, lat_ms, reply_s = forced
+        return dataclasses.replace(
+            self, endpoint_silence_ms=end_ms, latency_ms=lat_ms, reply_s=reply_s, reply_gap_ms=0
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -85,8 +117,9 @@ class SimEngine:
     """One conversation of the reference system."""
 
     def __init__(self, cfg: SimConfig, reply_audio: Pcm16 | None = None) -> None:
+        cfg = cfg.effective()
         self.cfg = cfg
-        self.reply = make_reply(cfg, reply_audio)
+        self.reply = make_reply(cfg, reply_audio if cfg.policy == "reply" else None)
         self._block = cfg.sample_rate * BLOCK_MS // 1000
         self._thresh = 32768.0 * 10 ** (cfg.threshold_dbfs / 20)
         self._speech_start_blocks = max(1, round(cfg.speech_start_ms / BLOCK_MS))
@@ -103,6 +136,7 @@ class SimEngine:
         self.responses = 0
         self.truths: list[Truth] = []
         self._started: set[int] = set()
+        self._cancel: Truth | None = None  # a delayed yield, due at its t_ns
 
     # --- input ------------------------------------------------------------------------
 
@@ -155,6 +189,8 @@ class SimEngine:
         return round(sample * 1000 / self.cfg.sample_rate, 3)
 
     def _schedule_reply(self, detect_ns: int) -> list[Truth]:
+        if self.cfg.policy == "never":
+            return []
         start = detect_ns + round(self.cfg.latency_ms * NS_PER_MS)
         self.responses += 1
         resp = self.responses
@@ -171,15 +207,46 @@ class SimEngine:
     def _barge_in(self, t_ns: int) -> list[Truth]:
         if not self.cfg.barge_in or not self._queue:
             return []
-        dropped = len(self._queue)
         resp = self._queue[0].response
+        if self.cfg.yield_after_ms > 0:
+            if self._cancel is not None:  # already stopping
+                return []
+            self._cancel = self._cut_at(t_ns + round(self.cfg.yield_after_ms * NS_PER_MS), t_ns)
+            return []
+        dropped = len(self._queue)
         self._queue.clear()
         return [Truth("reply_cancel", t_ns, {"response": resp, "chunks_dropped": dropped})]
+
+    def _cut_at(self, cut_ns: int, barge_ns: int) -> Truth:
+        """Keep the reply audio that plays before `cut_ns` (reply time), drop the rest."""
+        resp = self._queue[0].response
+        rate, speed = self.cfg.sample_rate, self.cfg.reply_speed
+        kept: list[Emit] = []
+        dropped = 0
+        for e in self._queue:
+            if e.response != resp:
+                kept.append(e)
+                continue
+            if e.t_ns >= cut_ns:
+                dropped += 1
+                continue
+            # real-time content time of the chunk's first sample is its due time
+            n = e.pcm.size if speed != 1 else ((cut_ns - e.t_ns) * rate) // NS_PER_S
+            kept.append(Emit(e.seq, e.t_ns, e.pcm[: max(1, min(e.pcm.size, n))], e.response))
+        self._queue = kept
+        data = {"response": resp, "chunks_dropped": dropped, "barge_in_ns": barge_ns}
+        return Truth("reply_cancel", cut_ns, {**data, "audio_end_ns": cut_ns})
 
     # --- output -----------------------------------------------------------------------
 
     def next_due_ns(self) -> int | None:
-        return self._queue[0].t_ns if self._queue else None
+        head = self._queue[0].t_ns if self._queue else None
+        due = [x for x in (head, self._cancel_ns) if x is not None]
+        return min(due) if due else None
+
+    @property
+    def _cancel_ns(self) -> int | None:
+        return self._cancel.t_ns if self._cancel is not None else None
 
     def poll(self, now_ns: int) -> tuple[list[Emit], list[Truth]]:
         """Reply chunks due by `now_ns` (each keeps its own due time), and their truths."""
@@ -201,5 +268,8 @@ class SimEngine:
             emits.append(emit)
             if not any(x.response == e.response for x in self._queue):
                 truths.append(Truth("reply_end", e.t_ns, {"response": e.response}))
+        if self._cancel is not None and self._cancel.t_ns <= now_ns:
+            truths.append(self._cancel)
+            self._cancel = None
         self.truths.extend(truths)
         return emits, truths

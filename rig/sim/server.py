@@ -49,6 +49,9 @@ class NetConfig:
     clock_step_ms: float = 0.0  # the server clock jumps by this much ...
     clock_step_at_s: float = 0.0  # ... this long after the server started
     seed: int = 0
+    #: send no server clock at all (no `server_ts_ms`, probes echoed without t1/t2): a peer
+    #: like most hosted systems, for testing what the rig measures from round trips alone
+    withhold_stamps: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -102,7 +105,7 @@ class SimHost:
         reply_audio: Pcm16 | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.cfg = cfg.effective()  # what the policy forces, as the truth log says
         self.net = net or NetConfig()
         self.clock = clock or MonotonicClock()
         self.truth = TruthLog(truth_log)
@@ -151,7 +154,10 @@ class SimServer(SimHost):
         self.max_queue = max_queue
         self.max_message_bytes = max_message_bytes
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, *, reuse_port: bool = False
+    ) -> str:
+        """Listen; `reuse_port`: several processes share the port (`rig sim --workers`)."""
         self._server = await serve(
             self._handle,
             host,
@@ -159,6 +165,7 @@ class SimServer(SimHost):
             max_size=self.max_message_bytes,
             ping_interval=None,
             compression=None,
+            reuse_port=reuse_port or None,
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
@@ -224,6 +231,10 @@ class _Session:
     def sms(self, t_ns: int) -> float:
         return self.s.server_clock.ms(t_ns)
 
+    def wire_ms(self, t_ns: int) -> float | None:
+        """The server stamp put on the wire: none when the sim withholds its clock."""
+        return None if self.s.net.withhold_stamps else self.sms(t_ns)
+
     async def run(self) -> None:
         try:
             first = await asyncio.wait_for(self.ws.recv(), self.s.hello_timeout_s)
@@ -249,7 +260,7 @@ class _Session:
                 "ready",
                 version=rawpcm.VERSION,
                 sample_rate=self.s.cfg.sample_rate,
-                server_ts_ms=self.sms(t),
+                server_ts_ms=self.wire_ms(t),
                 conn=self.conn,
             )
         )
@@ -326,12 +337,9 @@ class _Session:
             # audio: the delay lines are the network, so their time belongs to the path (a t2
             # read after the line would hide the downlink delay inside the server's hold).
             t2 = self.s.server_clock.ns(self.now())
+            stamps = {} if self.s.net.withhold_stamps else {"t1_server_ns": t1, "t2_server_ns": t2}
             reply = rawpcm.encode_text(
-                "probe_reply",
-                id=msg.get("id"),
-                t0_ns=msg.get("t0_ns"),
-                t1_server_ns=t1,
-                t2_server_ns=t2,
+                "probe_reply", id=msg.get("id"), t0_ns=msg.get("t0_ns"), **stamps
             )
             self._send_later(self.now(), lambda: reply)
         elif kind == "end":
@@ -346,21 +354,29 @@ class _Session:
         t = truth.t_ns
         if truth.event == "speech_start":
             self._send_text_later(
-                t, "speech_started", server_ts_ms=self.sms(t), audio_start_ms=truth.data["input_ms"]
+                t,
+                "speech_started",
+                server_ts_ms=self.wire_ms(t),
+                audio_start_ms=truth.data["input_ms"],
             )
         elif truth.event == "speech_end":
             self._send_text_later(
                 t,
                 "speech_stopped",
-                server_ts_ms=self.sms(t),
+                server_ts_ms=self.wire_ms(t),
                 audio_end_ms=truth.data["audio_end_input_ms"],
             )
         elif truth.event == "reply_cancel":
             self._send_text_later(
-                t, "response.cancelled", server_ts_ms=self.sms(t), response=truth.data["response"]
+                t,
+                "response.cancelled",
+                server_ts_ms=self.wire_ms(t),
+                response=truth.data["response"],
             )
 
     def _send_text_later(self, t_ns: int, kind: str, **fields: Any) -> None:
+        if fields.get("server_ts_ms", 0) is None:  # withheld clock: no key at all
+            del fields["server_ts_ms"]
         msg = rawpcm.encode_text(kind, **fields)
         self._send_later(t_ns, lambda: msg)
 
@@ -395,11 +411,18 @@ class _Session:
                     self._send_text_later(
                         truth.t_ns,
                         "response.start",
+                        server_ts_ms=self.wire_ms(truth.t_ns),
+                        response=truth.data["response"],
+                    )
+                elif truth.event == "reply_cancel":  # a delayed yield (yield_after_ms)
+                    self._send_text_later(
+                        truth.t_ns,
+                        "response.cancelled",
                         server_ts_ms=self.sms(truth.t_ns),
                         response=truth.data["response"],
                     )
             for e in emits:
-                data = rawpcm.encode_audio(e.pcm, e.seq, self.sms(e.t_ns), self.framing)
+                data = rawpcm.encode_audio(e.pcm, e.seq, self.wire_ms(e.t_ns), self.framing)
                 self._send_later(
                     e.t_ns,
                     _const(data),
@@ -418,7 +441,7 @@ class _Session:
                     self._send_text_later(
                         truth.t_ns,
                         "response.end",
-                        server_ts_ms=self.sms(truth.t_ns),
+                        server_ts_ms=self.wire_ms(truth.t_ns),
                         response=truth.data["response"],
                     )
 

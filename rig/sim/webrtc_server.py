@@ -39,6 +39,7 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from rig import safejson
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S, Clock
 from rig.errors import TransportError
@@ -151,8 +152,7 @@ class WebRtcSimServer(SimHost):
             conn, answer = await self._accept(body.decode("utf-8"))
             return 201, "application/sdp", answer.encode(), {"Location": f"/session/{conn}"}
         if method == "POST" and path.split("?")[0] == "/api/offer":
-            obj = json.loads(body)
-            conn, answer = await self._accept(str(obj["sdp"]))
+            conn, answer = await self._accept(offer_sdp(body))
             out = json.dumps({"sdp": answer, "type": "answer", "pc_id": f"sim-{conn}"})
             return 200, "application/json", out.encode(), {}
         if method == "DELETE" and path.startswith("/session/"):
@@ -382,3 +382,13 @@ class _RtcSession:
         self.s.state.active -= 1
         self.s.sessions.pop(self.conn, None)
         self.s.truth.write("conn_close", self.now(), conn=self.conn)
+
+
+def offer_sdp(body: bytes) -> str:
+    """The SDP of a pipecat-style JSON offer (`{"sdp": ..., "type": "offer"}`); a ValueError
+    (answered 400) for anything else: bad JSON through rig.safejson, a wrong shape."""
+    obj = safejson.parse(body, max_bytes=1 << 20)
+    sdp = obj.get("sdp") if isinstance(obj, dict) else None
+    if not isinstance(sdp, str):
+        raise ValueError("the offer is not a JSON object with an sdp string")
+    return sdp

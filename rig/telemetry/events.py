@@ -84,6 +84,8 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "model_ms": "share spent in the system (server clock), or null",
         "downlink_ms": "share spent on the downlink network, or null",
         "queue_ms": "share spent in local buffering/playback, or null",
+        "detect_ms": "endpointing: user's end as it reached the system -> its decision, or null",
+        "generation_ms": "the system's decision -> first reply audio leaving it, or null",
         "placement": "which placement the latency used (arrival, playback, server)",
     },
     "run": {
@@ -218,6 +220,8 @@ def response(
     downlink_ms: float | None = None,
     queue_ms: float | None = None,
     placement: str = "arrival",
+    detect_ms: float | None = None,
+    generation_ms: float | None = None,
 ) -> TelemetryEvent:
     """One system response's latency and, where the clock fit supports it, its split."""
     return TelemetryEvent(
@@ -232,6 +236,8 @@ def response(
             "downlink_ms": downlink_ms,
             "queue_ms": queue_ms,
             "placement": placement,
+            "detect_ms": detect_ms,
+            "generation_ms": generation_ms,
         },
     )
 

@@ -120,6 +120,8 @@ def session_publisher(
                         model_ms=data.get("model_ms"),
                         downlink_ms=data.get("downlink_ms"),
                         queue_ms=data.get("queue_ms"),
+                        detect_ms=data.get("detect_ms"),
+                        generation_ms=data.get("generation_ms"),
                         placement=str(data.get("placement", "playback")),
                     )
                 )

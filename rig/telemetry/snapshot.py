@@ -25,6 +25,8 @@ from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
 
+RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
+
 
 @dataclass(frozen=True, slots=True)
 class ReducerConfig:
@@ -54,6 +56,8 @@ class ResponseView:
     downlink_ms: float | None
     queue_ms: float | None
     placement: str
+    detect_ms: float | None = None  # endpointing wait (part of model_ms)
+    generation_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,8 @@ class RolloutSnapshot:
     timing_valid: bool | None = None
     timing_reason: str | None = None
     rtt_method: str | None = None
+    #: measured round trips (ms), oldest first, at most RTT_HISTORY: RTT over time
+    rtt_history_ms: tuple[float, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -151,6 +157,7 @@ class _Rollout:
         self.lateness: deque[tuple[int, int]] = deque(maxlen=4096)
         self.stalls = 0
         self.rtt: tuple[int, float, str] | None = None  # (t_ns, rtt_ms, method)
+        self.rtt_history: deque[float] = deque(maxlen=RTT_HISTORY)  # live samples only
         self.offset_ms: float | None = None
         self.drift_ppm: float | None = None
         self.response: ResponseView | None = None
@@ -158,6 +165,10 @@ class _Rollout:
         self.up = _Track()
         self.down = _Track()
         self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
+
+
+#: round trips kept per rollout for the view's RTT-over-time line (one a second: a minute)
+RTT_HISTORY = 60
 
 
 def _fmt_fields(d: dict[str, Any], limit: int = 60) -> str:
@@ -254,11 +265,8 @@ class Reducer:
         elif kind == "response":
             r.response = ResponseView(
                 latency_ms=float(d.get("latency_ms", 0.0)),
-                uplink_ms=d.get("uplink_ms"),
-                model_ms=d.get("model_ms"),
-                downlink_ms=d.get("downlink_ms"),
-                queue_ms=d.get("queue_ms"),
                 placement=str(d.get("placement", "arrival")),
+                **{k: d.get(k) for k in RESPONSE_PARTS},
             )
             r.n_responses += 1
             self._latencies.add(r.response.latency_ms)
@@ -266,6 +274,7 @@ class Reducer:
         elif kind == "rtt":
             if d.get("rtt_ms") is not None:
                 self._rtt(r, ev.t_ns, float(d["rtt_ms"]), str(d.get("method") or "rtt"))
+                r.rtt_history.append(float(d["rtt_ms"]))
         elif kind == "protocol":
             fields = d.get("fields") or {}
             extra = _fmt_fields(fields) if isinstance(fields, dict) else str(fields)
@@ -447,6 +456,7 @@ class Reducer:
             timing_valid=r.timing_valid,
             timing_reason=r.timing_reason,
             rtt_method=None if rtt is None else rtt[2],
+            rtt_history_ms=tuple(r.rtt_history),
         )
 
     def _peak(self, track: _Track, now_ns: int) -> float | None:

@@ -120,7 +120,15 @@ def check(kind: str, data: dict[str, Any]) -> None:
     elif kind == "response":
         if data.get("latency_ms") is None:
             raise ProtocolError("telemetry latency_ms: required")
-        for key in ("latency_ms", "uplink_ms", "model_ms", "downlink_ms", "queue_ms"):
+        for key in (
+            "latency_ms",
+            "uplink_ms",
+            "model_ms",
+            "downlink_ms",
+            "queue_ms",
+            "detect_ms",
+            "generation_ms",
+        ):
             _num(data, key)
         _text(data, "placement", 64)
     elif kind == "run":

@@ -17,6 +17,9 @@ session uses them unconditionally:
                                 prefill); sound cards and RTP play in real time
   sent_extra(seq)        None   extra chunks.jsonl fields for uplink frame `seq`
   finish_metrics(m)      no-op  add transport-specific metrics at the end of a rollout
+  samples_path           False  `sample_path()` measures the path (round trips, send backlog)
+  sample_path()          []     `net.*` events of one sample; the session calls it every
+                                `path_interval_s` (WebSocket: ping/pong + TCP_INFO)
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import Incoming
+from rig.core.events import DownEvent, Incoming
 
 
 class Transport(abc.ABC):
@@ -35,6 +38,7 @@ class Transport(abc.ABC):
     #: sample rate the system expects on the uplink (the session's plan is at this rate)
     uplink_rate: int
     faster_than_real_time: bool = False
+    samples_path: bool = False
 
     @abc.abstractmethod
     async def open(self) -> None:
@@ -67,3 +71,7 @@ class Transport(abc.ABC):
     def finish_metrics(self, metrics: dict[str, Any]) -> None:
         """Add transport-specific fields to a rollout's metrics.json (default: nothing)."""
         return None
+
+    async def sample_path(self) -> list[DownEvent]:
+        """One sample of the path to the system: `net.rtt` / `net.tcp` events (default: none)."""
+        return []

@@ -31,7 +31,8 @@ from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import DownEvent, Incoming
 from rig.dialects.base import Dialect
-from rig.errors import ProtocolError, TransportError
+from rig.errors import DeadlineError, ProtocolError, TransportError
+from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
 
@@ -43,12 +44,15 @@ class ArrivalStamps:
 
     _rx_ns: int
     stamps: collections.deque[int]
+    #: arrival stamp of each pong by its payload (rig.net.pathsample takes them out)
+    pong_ns: dict[bytes, int]
 
     def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._now_ns = now_ns
         self._rx_ns = 0
         self.stamps = collections.deque()
+        self.pong_ns = {}
 
     def data_received(self, data: bytes) -> None:
         self._rx_ns = self._now_ns()
@@ -57,6 +61,10 @@ class ArrivalStamps:
     def process_event(self, event: Any) -> None:
         if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
             self.stamps.append(self._rx_ns)
+        elif isinstance(event, Frame) and event.opcode is Opcode.PONG:
+            data = bytes(event.data)
+            if data.startswith(PING_PREFIX) and len(self.pong_ns) < MAX_PONGS:
+                self.pong_ns[data] = self._rx_ns
         super().process_event(event)  # type: ignore[misc]
 
 
@@ -75,6 +83,8 @@ def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
 
 
 DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+#: pong stamps kept at most (a peer echoing made-up pongs cannot grow memory)
+MAX_PONGS = 64
 
 
 class SafeConnect(connect):
@@ -101,6 +111,8 @@ class WebSocketTransport(Transport):
 
     #: messages may go out faster than real time (fast prefill): the server buffers them
     faster_than_real_time = True
+    #: ping/pong round trips and TCP_INFO through the session (rig.net.pathsample)
+    samples_path = True
 
     def __init__(
         self,
@@ -114,6 +126,9 @@ class WebSocketTransport(Transport):
         retries: int = 2,
         retry_backoff_s: float = 0.5,
         max_message_bytes: int = 16 << 20,
+        send_timeout_s: float = 2.0,
+        close_timeout_s: float = 2.0,
+        connect_via: tuple[str, int] | None = None,
     ) -> None:
         self.url = url
         self.dialect = dialect
@@ -125,10 +140,18 @@ class WebSocketTransport(Transport):
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.max_message_bytes = max_message_bytes
+        #: a send the peer does not drain within this (it stopped reading) is a DeadlineError;
+        #: the session puts the same deadline on audio and control messages
+        self.send_timeout_s = send_timeout_s
+        self.close_timeout_s = close_timeout_s
+        #: TCP address to connect to instead of the URL's (an impairment relay, rig.relay.process);
+        #: the URL, Host header and TLS name stay the target's
+        self.connect_via = connect_via
         self._ws: StampedConnection | None = None
         self._pending: list[Incoming] = []
         self._opened = False
         self.connect_attempts = 0
+        self._sampler: PathSampler | None = None
 
     async def open(self) -> None:
         """Connect (retrying only before any audio flowed) and wait for the dialect's handshake."""
@@ -165,6 +188,9 @@ class WebSocketTransport(Transport):
         await self._handshake()
 
     async def _connect(self) -> None:
+        via: dict[str, Any] = {}
+        if self.connect_via is not None:
+            via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
         self._ws = await asyncio.wait_for(
             SafeConnect(  # type: ignore[arg-type]
                 self.url,
@@ -174,14 +200,20 @@ class WebSocketTransport(Transport):
                 open_timeout=self.connect_timeout_s,
                 ping_interval=None,
                 compression=None,
+                **via,
             ),
             timeout=self.connect_timeout_s + 1,
         )
 
     async def _handshake(self) -> None:
         ws = self._require()
-        for msg in self.dialect.open_messages():
-            await ws.send(msg)
+        try:
+            async with asyncio.timeout(self.send_timeout_s):
+                for msg in self.dialect.open_messages():
+                    await ws.send(msg)
+        except TimeoutError:
+            why = f"handshake send blocked {self.send_timeout_s:g} s: peer stopped reading"
+            raise DeadlineError(why) from None
         try:
             async with asyncio.timeout(self.ready_timeout_s):  # a real-time limit, not a stamp
                 while not self.dialect.ready:
@@ -200,8 +232,12 @@ class WebSocketTransport(Transport):
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
         `response.create` once the server confirmed the commit)."""
         try:
-            for msg in self.dialect.take_outgoing():
-                await ws.send(msg)
+            async with asyncio.timeout(self.send_timeout_s):
+                for msg in self.dialect.take_outgoing():
+                    await ws.send(msg)
+        except TimeoutError:
+            why = f"send of an answer blocked {self.send_timeout_s:g} s: peer stopped reading"
+            raise DeadlineError(why) from None
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while answering: {redact_text(str(exc))}", code=_code(exc)
@@ -234,16 +270,13 @@ class WebSocketTransport(Transport):
                 f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
             ) from exc
 
-    async def ping_rtt_ns(self, timeout_s: float = 2.0) -> int | None:
-        """One WebSocket ping/pong round trip on the shared clock (None on timeout)."""
-        ws = self._require()
-        t0 = self.clock.now_ns()
-        try:
-            waiter = await ws.ping()
-            await asyncio.wait_for(waiter, timeout_s)
-        except (TimeoutError, ConnectionClosed):
-            return None
-        return self.clock.now_ns() - t0
+    async def sample_path(self) -> list[DownEvent]:
+        """One ping round trip and the TCP state (`net.rtt`, `net.tcp`; rig.net.pathsample)."""
+        if self._ws is None:
+            return []
+        if self._sampler is None:
+            self._sampler = PathSampler(self._ws, self.clock)
+        return await self._sampler.sample()
 
     async def receive(self) -> AsyncIterator[Incoming]:
         ws = self._require()
@@ -272,11 +305,19 @@ class WebSocketTransport(Transport):
                 yield item
 
     async def close(self) -> None:
-        if self._ws is not None:
-            try:
-                await asyncio.wait_for(self._ws.close(), 2.0)
-            except (TimeoutError, ConnectionClosed, OSError):
-                pass
+        """The close handshake within `close_timeout_s`, else drop the TCP connection. A peer
+        that stopped reading (our writes are paused on a full window) is dropped at once: a
+        close frame could never reach it."""
+        ws = self._ws
+        if ws is None:
+            return
+        if ws.paused:
+            ws.transport.abort()
+            return
+        try:
+            await asyncio.wait_for(ws.close(), self.close_timeout_s)
+        except (TimeoutError, ConnectionClosed, OSError):
+            ws.transport.abort()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -286,6 +327,7 @@ class WebSocketTransport(Transport):
             "connect_timeout_s": self.connect_timeout_s,
             "ready_timeout_s": self.ready_timeout_s,
             "retries": self.retries,
+            **({"connect_via": list(self.connect_via)} if self.connect_via else {}),
         }
 
 

@@ -150,6 +150,11 @@ def test_symmetric_path_recovers_every_part() -> None:
             assert d[key] == pytest.approx(t[key], abs=0.01), key
         assert d["server_start_source"] == "onset_chunk"
         assert d["speech_end_offset_ms"] == pytest.approx(0.0, abs=0.07)  # same sample, rounded ms
+        # endpointing vs generation: cut at the mapped decision, adding up to model time
+        assert d["generation_ms"] == pytest.approx(t["model_ms"] - 300.0, abs=0.01)
+        assert d["detect_method"] == d["generation_method"] == "envelope-two-way"
+        assert d["detect_ms"] + d["generation_ms"] == pytest.approx(d["model_ms"], abs=0.002)
+        assert d["detect_err_ms"] is not None and d["generation_err_ms"] is not None
         total = d["uplink_ms"] + d["model_ms"] + d["downlink_ms"] + d["queue_ms"]
         assert total == pytest.approx(r["latency_ms"], abs=0.005)
 

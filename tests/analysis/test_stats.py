@@ -135,7 +135,18 @@ def test_aggregate_groups_and_tolerates_broken_rollouts(run_dir: Path) -> None:
     assert timing["n"] == 7 and timing["n_items"] == 2
     assert timing["latency_ms"]["n"] == 6  # timed_out rollout's 9999 is left out
     assert timing["latency_ms"]["median"] == pytest.approx(720.0)
-    assert timing["pass"] == {"evaluated": 6, "passed": 3, "rate": 0.5}
+    assert {k: timing["pass"][k] for k in ("evaluated", "passed", "rate")} == {
+        "evaluated": 6,
+        "passed": 3,
+        "rate": 0.5,
+    }
+    # Wilson 95 % interval of 3/6 (textbook value 0.188-0.812)
+    assert timing["pass"]["ci_low"] == pytest.approx(0.1876, abs=1e-3)
+    assert timing["pass"]["ci_high"] == pytest.approx(0.8124, abs=1e-3)
+    lat = timing["latency_ms"]
+    assert lat["p95"] == pytest.approx(987.5)
+    lo, hi = lat["p95_ci"]
+    assert 500 <= lo <= lat["p95"] <= hi <= 1000
     up = timing["components"]["uplink_ms"]
     assert up["median"] == 20.0 and up["err_ms_median"] == 2.0
     assert "downlink_ms" not in timing["components"]
@@ -224,3 +235,37 @@ def test_report_prints_the_decomposition_and_clock_fits(tmp_path) -> None:
     assert "latency decomposition" in r.stdout
     assert "320.0 [310.0–330.0] ±1.0" in r.stdout  # model: median [p25–p75] ±error
     assert "envelope-two-way" in r.stdout and "12.5 ±3.0" in r.stdout
+
+
+def test_rollouts_whose_own_timing_failed_are_counted_shown_and_left_out(run_dir: Path) -> None:
+    bad = {"timing_valid": False, "rig_timing": {"reasons": ["3 stalled frames"]}}
+    write_rollout(run_dir, "r200", {"status": "ok", "scenario": "timing", "item": "a",
+                                    "responses": [resp(5000)], "pass": False, **bad})  # fmt: skip
+    write_rollout(run_dir, "r201", {"status": "ok", "scenario": "timing", "item": "a",
+                                    "responses": [resp(530)], "pass": True,
+                                    "timing_valid": True})  # fmt: skip
+    rep = aggregate(run_dir)
+    timing = {s["scenario"]: s for s in rep["scenarios"]}["timing"]
+    assert rep["timing_invalid"] == ["r200"] and rep["timing_invalid_excluded"]
+    assert timing["timing_invalid"] == 1 and timing["status_counts"]["ok"] == 8  # still ok
+    assert timing["latency_ms"]["n"] == 7  # 5000 ms left out, the valid 530 counted
+    assert timing["pass"] == {"evaluated": 7, "passed": 4, "rate": 4 / 7}
+    items = {(i["scenario"], i["item"]): i for i in rep["items"]}
+    assert items[("timing", "a")]["timing_invalid"] == 1
+    assert "timing-invalid=1" in format_report(rep)
+    with_all = aggregate(run_dir, include_invalid_timing=True)
+    timing = {s["scenario"]: s for s in with_all["scenarios"]}["timing"]
+    assert timing["latency_ms"]["n"] == 8 and not with_all["timing_invalid_excluded"]
+
+
+def test_wilson_interval_known_values() -> None:
+    from rig.analysis.stats import rate, wilson
+
+    assert wilson(0, 0) is None
+    lo, hi = wilson(0, 10)  # type: ignore[misc]
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson(10, 10)  # type: ignore[misc]
+    assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-4)
+    lo, hi = wilson(1, 4, confidence=0.9)  # type: ignore[misc]
+    assert lo == pytest.approx(0.0579, abs=1e-3) and hi == pytest.approx(0.6439, abs=1e-3)
+    assert rate(0, 0)["rate"] is None and rate(2, 4)["ci_method"] == "wilson"

@@ -20,6 +20,7 @@ from rig.analysis.timing import (
     normalize_kind,
     structure_from_events,
 )
+from rig.analysis.yields import Stream, stream_of
 from rig.errors import ConfigError
 
 RATE = 16000
@@ -88,28 +89,114 @@ def test_overlap_total_and_events() -> None:
     ]
 
 
+def realtime(system: list[tuple[float, float]]) -> Stream:
+    """A stream sent in real time: every sample arrives when it plays."""
+    return Stream(segments=tuple(system), pos_s=(0.0,), arrival_s=(0.0,))
+
+
 def test_yield_after_barge_in() -> None:
     user = [(1.0, 2.0), (4.0, 4.6)]
     inj = [Injection(3.95, "interruption")]
-    quick = analyze_segments(user, [(2.6, 4.3)], injections=inj, kind="interruption")
+
+    def run(system: list[tuple[float, float]], **kw: object) -> dict[str, object]:
+        return analyze_segments(
+            user,
+            system,
+            injections=inj,
+            kind="interruption",
+            stream=realtime(system),
+            stream_rate=RATE,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    quick = run([(2.6, 4.3)])
     (y,) = quick["yields"]
     assert y["barge_in_s"] == 4.0 and y["barge_in_from"] == "vad"
-    assert y["yield_ms"] == pytest.approx(300.0)
+    assert y["yield_ms"] == pytest.approx(300.0) and y["yield_from"] == "stream"
+    assert y["stream"]["yield_ms"] == pytest.approx(300.0)
+    assert y["playback_untruncated"]["yield_ms"] == pytest.approx(300.0)
     assert quick["pass"] is True
-    stubborn = analyze_segments(user, [(2.6, 6.0)], injections=inj, kind="interruption")
+    stubborn = run([(2.6, 6.0)])
     assert stubborn["yields"][0]["yield_ms"] == pytest.approx(2000.0)
     assert stubborn["pass"] is False
-    quiet = analyze_segments(user, [(2.6, 3.5)], injections=inj, kind="interruption")
+    quiet = run([(2.6, 3.5)])
     assert quiet["yields"][0]["system_talking"] is False and quiet["pass"] is False
-    strict = analyze_segments(
-        user,
-        [(2.6, 4.3)],
-        injections=inj,
-        kind="interruption",
-        params=TimingParams(yield_max_s=0.2),
-    )
+    strict = run([(2.6, 4.3)], params=TimingParams(yield_max_s=0.2))
     assert strict["pass"] is False
     assert analyze_segments(user, [], kind="interruption")["pass"] is None
+
+
+def test_yield_is_never_the_rig_truncation() -> None:
+    """The listener track stops at the barge-in (the rig truncated it), the system's stream
+    goes on: the rule reads the stream; without a stream it cannot judge."""
+    user = [(1.0, 2.0), (4.0, 4.6)]
+    inj = [Injection(3.95, "interruption")]
+    truncated = [(2.6, 4.02)]
+    m = analyze_segments(
+        user,
+        truncated,
+        injections=inj,
+        kind="interruption",
+        stream=realtime([(2.6, 8.6)]),
+        stream_rate=RATE,
+    )
+    (y,) = m["yields"]
+    assert y["playback_truncated"]["yield_ms"] == pytest.approx(20.0)
+    assert y["yield_ms"] == pytest.approx(4600.0) and m["pass"] is False
+    blind = analyze_segments(user, truncated, injections=inj, kind="interruption")
+    assert blind["pass"] is None and "no received.wav" in blind["rule"]
+
+
+def test_yield_sent_ahead_and_acknowledged() -> None:
+    """A reply that arrived in full before the barge-in cannot show a yield in its stream
+    (the rule fails, saying why); the server's acknowledgement is the other measure."""
+    user = [(1.0, 2.0), (4.0, 4.6)]
+    inj = [Injection(3.95, "interruption")]
+    # 6 s of reply in 40 ms chunks, all arrived within 2 ms
+    n = 150
+    burst = Stream(
+        segments=((2.6, 8.6),),
+        pos_s=tuple(2.6 + 0.04 * i for i in range(n)),
+        arrival_s=tuple(2.6 + 1e-5 * i for i in range(n)),
+    )
+    m = analyze_segments(
+        user,
+        [(2.6, 4.0)],
+        injections=inj,
+        kind="interruption",
+        stream=burst,
+        stream_rate=RATE,
+        acks_s=[4.12],
+    )
+    (y,) = m["yields"]
+    assert y["stream"]["sent_ahead"] is True and y["yield_ms"] is None
+    assert "sent ahead" in y["why_none"] and m["pass"] is False
+    assert y["ack"]["yield_ms"] == pytest.approx(120.0)
+    assert y["playback_untruncated"]["yield_ms"] == pytest.approx(4600.0)
+    by_ack = analyze_segments(
+        user,
+        [(2.6, 4.0)],
+        injections=inj,
+        kind="interruption",
+        stream=burst,
+        stream_rate=RATE,
+        acks_s=[1.0, 4.12],
+        params=TimingParams(yield_from="ack"),
+    )
+    assert by_ack["yields"][0]["yield_ms"] == pytest.approx(120.0) and by_ack["pass"] is True
+    never = analyze_segments(
+        user,
+        [(2.6, 4.0)],
+        injections=inj,
+        kind="interruption",
+        stream=burst,
+        stream_rate=RATE,
+        acks_s=[],
+        params=TimingParams(yield_from="ack"),
+    )
+    assert never["pass"] is False
+    with pytest.raises(ConfigError):
+        TimingParams(yield_from="playback")
 
 
 def test_system_backchannels_during_monologue() -> None:
@@ -244,6 +331,12 @@ def test_interruption_yield_with_tone_and_speech(tmp_path: Path) -> None:
     reply = reply[: round((barge_at + b0 + yield_s - 1.0) * RATE)]  # reply from 1.0 s
     user = track(7.0, [(barge_at, barge)])
     system = track(7.0, [(1.0, reply)])
+    # the system's stream: one chunk per 40 ms, each arriving as it plays (real time)
+    rows = [
+        {"seq": i, "n_samples": 640, "t_ns": 10**12 + i * 40_000_000}
+        for i in range(system.size // 640)
+    ]
+    stream = stream_of(system, RATE, rows, 10**12, TimingParams().activity)
     m = analyze(
         user,
         system,
@@ -251,8 +344,12 @@ def test_interruption_yield_with_tone_and_speech(tmp_path: Path) -> None:
         kind="interruption",
         turns=[],
         injections=[Injection(barge_at, "interruption")],
+        stream=stream,
+        stream_rate=RATE,
     )
     (y,) = m["yields"]
+    # the stream's end is exact to the sample (the tone stops abruptly)
+    assert y["stream"]["stream_end_s"] == pytest.approx(1.0 + reply.size / RATE, abs=0.002)
     assert y["barge_in_from"] == "vad"
     assert y["barge_in_s"] == pytest.approx(barge_at + b0, abs=0.03)
     assert y["yield_ms"] == pytest.approx(yield_s * 1000, abs=40)

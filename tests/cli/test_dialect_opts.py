@@ -8,6 +8,7 @@ import pytest
 
 from rig.cli import main
 from tests.fakes.openai_server import FakeRealtimeServer
+from tests.support.runexit import assert_run_ok
 
 pytestmark = pytest.mark.realtime
 
@@ -44,7 +45,7 @@ def test_dialect_options_reach_the_dialect_and_the_manifest(tmp_path, monkeypatc
     finally:
         holder_loop[0].call_soon_threadsafe(stop[0].set)
         t.join(10)
-    assert code == 0
+    assert_run_ok(code, None, tmp_path / "r")
     sent = [e["type"] for e in server.conns[0].events]
     update = next(e for e in server.conns[0].events if e["type"] == "session.update")
     assert "input_audio_buffer.commit" in sent and "response.create" in sent  # manual turns

@@ -7,7 +7,15 @@ import pytest
 
 from rig.core.events import ControlRequest, DownAudio, DownEvent
 from rig.core.listener import Listener, ListenerConfig
-from rig.core.records import ChunkRecord, EventRecord, Probe, ServerMark, SystemAudio, SystemPad
+from rig.core.records import (
+    ChunkRecord,
+    EventRecord,
+    Probe,
+    ReceivedAudio,
+    ServerMark,
+    SystemAudio,
+    SystemPad,
+)
 from rig.errors import ProtocolError
 
 RATE = 16_000
@@ -50,7 +58,8 @@ def test_an_onset_is_recorded_where_it_is_heard_before_its_chunk_row() -> None:
     lis.on_audio(audio(loud(), T0 + 5 * MS))  # queued behind it: no new onset
     assert len(lis.onsets) == 1
     out = lis.on_audio(audio(loud(), T0 + 500 * MS))  # after 480 ms of quiet: a new segment
-    onset, row = out
+    onset, row, received = out
+    assert isinstance(received, ReceivedAudio) and received.pcm.size == CHUNK
     assert isinstance(onset, EventRecord) and onset.kind == "system.onset"
     assert onset.data == {"play_ns": T0 + 500 * MS, "seq": 2}
     assert isinstance(row, ChunkRecord) and row.level_dbfs is not None
@@ -100,8 +109,10 @@ def test_a_cut_item_that_keeps_arriving_is_recorded_but_never_played() -> None:
     lis = Listener(T0)
     lis.on_audio(audio(loud(), T0, item_id="a"))
     lis.barge_in(0, T0 + 10 * MS)
-    (row,) = lis.on_audio(audio(loud(), T0 + 40 * MS, item_id="a"))
+    row, received = lis.on_audio(audio(loud(), T0 + 40 * MS, item_id="a"))
     assert isinstance(row, ChunkRecord) and row.play_ns is None and row.seq == 1
+    # never played, but kept as the system sent it (received.wav: yield on its own stream)
+    assert isinstance(received, ReceivedAudio) and received.pcm.size == CHUNK
     assert row.extra == {"item_id": "a", "dropped": "truncated_item"}
     assert lis.dropped_samples == CHUNK and lis.down_chunks == 2 and len(lis.heard) == 1
     (row2,) = chunks(lis.on_audio(audio(loud(), T0 + 60 * MS, item_id="b")))  # the next reply

@@ -373,6 +373,24 @@ async def test_live_view_renders_final_frame_on_a_terminal_console() -> None:
     assert "gamma" in out and "321" in out and "split: not supported" in out
 
 
+async def test_latency_panel_shows_detect_and_generation_beside_the_split() -> None:
+    clock = FakeClock()
+    console = Console(record=True, width=200, force_terminal=True, color_system=None)
+    bus = EventBus()
+    dash = Dashboard(bus, console=console, clock=clock, keys=False)
+    dash.start(pump=False)
+    bus.publish(events.status("run8", "delta", 0, "running", target="ws://t"))
+    bus.publish(
+        events.response(
+            "run8", "delta", 0, 840.0, queue_ms=0.2, detect_ms=485.0, generation_ms=355.0
+        )
+    )
+    dash.step()
+    await dash.stop()
+    out = console.export_text()
+    assert "queue 0" in out and "detect 485 + generation 355 ms" in out
+
+
 async def test_slow_dashboard_drops_oldest_and_reports_it() -> None:
     clock = FakeClock()
     bus = EventBus()

@@ -178,3 +178,64 @@ async def test_real_pipecat_bot_latency_follows_its_vad_stop_secs(tmp_path, pipe
 
     pcm, rate = read_wav(os.path.join(rs["bot"].dir, "system.wav"))[:2]
     assert rate == 16_000 and np.abs(pcm).max() > 5000  # the reply is in the recording
+
+
+WORDS = ("what", "weather")  # Silero hears speech, not a tone
+
+
+async def _bot_rollout(tmp_path, python: str, stop_secs: float) -> tuple[dict, list[int]]:
+    """One rollout at a real pipecat bot with RTVI VAD messages; (metrics, its vad_stop ns)."""
+    port = _free_port()
+    out_path = tmp_path / f"bot-{stop_secs}.out"
+    bot = subprocess.Popen(  # noqa: ASYNC220 - started before the loop has work
+        [python, os.path.join(HERE, "fakes", "pipecat_bot.py"), str(port), str(stop_secs),
+         "0.4", "rtvi"],
+        stdout=open(out_path, "w"),  # noqa: SIM115, ASYNC230
+        stderr=open(tmp_path / f"bot-{stop_secs}.log", "w"),  # noqa: SIM115, ASYNC230
+    )  # fmt: skip
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        await until(listening, timeout_s=60, every_s=0.2, what="the pipecat bot to listen")
+        rs = await run_rollouts(
+            str(tmp_path / f"s{stop_secs}"),
+            [("bot", f"ws://127.0.0.1:{port}", "pipecat", {}, speech_plan(16_000, WORDS, 2.0))],
+            drain_quiet_s=1.0,
+        )
+    finally:
+        bot.terminate()
+        bot.wait(10)
+    stops = [
+        int(line.split()[1]) for line in out_path.read_text().split("\n") if "vad_stop" in line
+    ]
+    return rs["bot"].metrics, stops
+
+
+@pytest.mark.pipecat
+@pytest.mark.realtime
+async def test_real_pipecat_bot_detect_follows_stop_secs_and_its_own_log(tmp_path, pipecat_python):
+    """RTVI `vad-user-stopped-speaking` as the decision: detect_ms tracks VADParams.stop_secs,
+    and the decision time it implies matches the time the bot logged (shared monotonic clock;
+    no round trip measured here, so `arrival`: the event's arrival, a loopback hop later)."""
+    detect: dict[float, list[float]] = {}
+    for stop_secs in (0.3, 0.8):
+        m, stops = await _bot_rollout(tmp_path, pipecat_python, stop_secs)
+        assert m["status"] == "ok", m
+        rs = [r for r in m["responses"] if r.get("latency_ms") is not None]
+        assert len(rs) == 2 == len(stops), (m["responses"], stops)
+        for r, t_log in zip(rs, stops, strict=True):
+            assert r["decision_source"] == "rtvi.vad-user-stopped-speaking", r
+            assert r["generation_method"] == "arrivals"
+            decided_ns = (
+                r["user_end_ns"] + r["detect_ms"] * 1e6 + (r.get("detect_rtt_ms") or 0) * 5e5
+            )
+            # the message leaves the bot after its log line: a loopback hop and two event loops
+            assert 0 <= (decided_ns - t_log) / 1e6 <= 15, (r, t_log)
+            assert 0 <= r["generation_ms"] <= 60, r  # the tone is pushed right after the decision
+        detect[stop_secs] = [r["detect_ms"] for r in rs]
+    # per word (each has its own VAD tail): the wait grows by the stop_secs difference
+    for long_ms, short_ms in zip(detect[0.8], detect[0.3], strict=True):
+        assert 500 - 40 <= long_ms - short_ms <= 500 + 40, detect

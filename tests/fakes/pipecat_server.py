@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,10 @@ class PipecatLog:
     messages: list[dict[str, Any]] = field(default_factory=list)
     audio_frames: int = 0
     rates: set[int] = field(default_factory=set)
+    #: ground truth on the shared monotonic clock: each audio frame's arrival (in order),
+    #: and when each reply's first audio frame was handed to the socket
+    audio_rx_ns: list[int] = field(default_factory=list)
+    reply_audio_ns: list[int] = field(default_factory=list)
 
 
 class FakePipecatServer:
@@ -56,6 +61,8 @@ class FakePipecatServer:
             await ws.send(text_frame("It is noon."))
             audio = tone(self.reply_s, RATE, 520.0)
             for i in range(0, audio.size, RATE // 50):  # 20 ms frames, 2x real time
+                if i == 0:
+                    log.reply_audio_ns.append(time.monotonic_ns())
                 await ws.send(audio_frame(audio[i : i + RATE // 50], RATE))
                 await asyncio.sleep(0.01)
 
@@ -86,6 +93,7 @@ class FakePipecatServer:
                             )
                         )
                 elif number == 2:
+                    log.audio_rx_ns.append(time.monotonic_ns())
                     log.audio_frames += 1
                     log.rates.add(pw.last_int(f, 4))
                     pcm = np.frombuffer(pw.last_bytes(f, 3), "<i2")

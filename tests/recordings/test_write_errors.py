@@ -23,6 +23,7 @@ import pytest
 
 from rig.core.records import ChunkRecord
 from rig.recordings.writer import RecordingWriter
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 
 DATA = Path(__file__).resolve().parents[2] / "rig" / "data"
@@ -120,7 +121,7 @@ def test_file_too_large_marks_the_rollout_and_resume_redoes_it(tmp_path) -> None
         assert "write_error" in first.stdout
         # resume without the limit: only the failed rollout runs again
         second = _rig_run(common)
-        assert second.returncode == 0, second.stderr
+        assert_run_ok(second.returncode, second.stderr, run_dir)
         assert "short: already done, skipped" in second.stderr
         long_m = json.loads((run_dir / "rollouts" / "long" / "metrics.json").read_text())
         assert long_m["status"] == "ok"

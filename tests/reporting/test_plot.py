@@ -73,6 +73,25 @@ def test_rig_plot_writes_png_and_labels(tmp_path: Path) -> None:
     assert starts[0] == pytest.approx(3.6, abs=0.03)
 
 
+def test_endpointing_is_drawn_and_labelled_where_the_decision_fell(tmp_path: Path) -> None:
+    d = make_rollout(tmp_path)
+    m = json.loads((d / "metrics.json").read_text())
+    m["responses"][0].update(uplink_ms=10.0, detect_ms=400.0, generation_ms=170.0)
+    (d / "metrics.json").write_text(json.dumps(m))
+    (r,) = load_rollout(d).responses
+    assert r.decision_s == pytest.approx(3.41) and r.generation_ms == 170.0
+    png, labels = tmp_path / "t.png", tmp_path / "labels.txt"
+    assert main(["plot", str(d), "-o", str(png), "--labels", str(labels)]) == 0
+    rows = [line.split("\t") for line in labels.read_text().splitlines()]
+    by_label = {r[2]: (float(r[0]), float(r[1])) for r in rows}
+    assert by_label["detect 400 ms, generation 170 ms"] == pytest.approx((3.0, 3.41))
+    # without an uplink estimate: half the round trip the split used
+    m["responses"][0].update(uplink_ms=None, detect_rtt_ms=30.0)
+    (d / "metrics.json").write_text(json.dumps(m))
+    (r,) = load_rollout(d).responses
+    assert r.decision_s == pytest.approx(3.415)
+
+
 def test_default_output_is_inside_the_rollout(tmp_path: Path) -> None:
     d = make_rollout(tmp_path)
     assert main(["plot", str(d)]) == 0
@@ -109,3 +128,28 @@ def test_missing_tracks_are_a_clear_error(tmp_path: Path) -> None:
     (d / "user.wav").write_bytes(b"not a wav")
     with pytest.raises(AudioInputError):
         load_rollout(d)
+
+
+def _has_color(png: Path, hex_color: str) -> bool:
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(str(png))[..., :3]
+    want = np.array([int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    return bool(np.any(np.all(np.abs(img - want) < 0.02, axis=-1)))
+
+
+def test_split_of_each_response_is_drawn_on_the_timeline(tmp_path: Path) -> None:
+    from rig.reporting.plot import SPLIT_COLORS
+
+    d = make_rollout(tmp_path)
+    bare = tmp_path / "bare.png"
+    assert main(["plot", str(d), "-o", str(bare)]) == 0
+    metrics = json.loads((d / "metrics.json").read_text())
+    metrics["responses"][0].update(
+        uplink_ms=40.0, model_ms=480.0, downlink_ms=40.0, queue_ms=40.0, clock_method="rtt_half"
+    )
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    split = tmp_path / "split.png"
+    assert main(["plot", str(d), "-o", str(split)]) == 0
+    model_color = SPLIT_COLORS[1]
+    assert _has_color(split, model_color) and not _has_color(bare, model_color)

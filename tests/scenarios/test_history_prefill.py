@@ -13,6 +13,7 @@ import soundfile as sf
 
 from rig.audio.source import tone
 from rig.sim.truth import read_truth
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 
 RATE = 16_000
@@ -48,7 +49,7 @@ def test_fast_prefill_over_websocket_keeps_the_live_turn_on_the_truth(tmp_path: 
         r = rig_run(scenario(tmp_path, "prefill_speed = 5\n"), url, tmp_path / "out")
     finally:
         stop_sim(sim)
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert_run_ok(r.returncode, r.stderr, tmp_path / "out" / "run")
     d = tmp_path / "out" / "run" / "rollouts" / "h"
     m = json.loads((d / "metrics.json").read_text())
     assert m["status"] == "ok", m

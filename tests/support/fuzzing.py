@@ -424,8 +424,78 @@ def _moshi_ready() -> MoshiDialect:
     return d
 
 
+def webrtc_targets(files: _Files | None = None) -> list[Target]:
+    """WebRTC signalling (data-channel messages, pipecat's JSON answer), the sim's WebRTC
+    offer reader, and the device calibration readers (a file, the store)."""
+    from rig.device.calibration import load_calibration
+    from rig.device.calibration_store import FORMAT_VERSION, CalibrationStore, PathKey
+    from rig.sim.webrtc_server import offer_sdp
+    from rig.transports.webrtc.signalling import _json_events, pipecat_answer
+
+    f = files or _Files()
+    key = PathKey("alsa", "ALSA", "in", "out", 48_000, 256, "low", True)
+    result = {"round_trip_ms": 12.5, "spread_ms": 0.2, **key.as_dict()}
+    store = CalibrationStore(f.dir / "store")
+
+    def datachannel(data: Data) -> Any:
+        items = _json_events("events", data, 1)
+        check_items(items)
+        return items
+
+    def calibration_file(data: Data) -> Any:
+        cal = load_calibration(str(f.write("cal.json", data)), key)
+        assert cal is None or math.isfinite(cal.round_trip_ms)
+        return cal
+
+    def calibration_store(data: Data) -> Any:
+        store.root.mkdir(exist_ok=True)
+        path = store.path_for(key)
+        path.write_bytes(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+        cal = load_calibration("auto", key, store.root)
+        assert cal is None or math.isfinite(cal.round_trip_ms)
+        return cal
+
+    def answer(data: Data) -> Any:
+        sdp, pc_id = pipecat_answer(
+            data.encode("utf-8", "replace") if isinstance(data, str) else data
+        )
+        assert isinstance(sdp, str) and (pc_id is None or isinstance(pc_id, str))
+        return sdp
+
+    def offer(data: Data) -> Any:
+        return offer_sdp(data.encode("utf-8", "replace") if isinstance(data, str) else data)
+
+    sdp = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\n"
+    rtvi = {"label": "rtvi-ai", "type": "bot-ready", "data": {"version": "1.0.0"}}
+    stored = {
+        "format": FORMAT_VERSION,
+        "key": key.as_dict(),
+        "measured_at": "x",
+        "calibration": result,
+    }
+    return [
+        Target("webrtc:datachannel", datachannel, (), [json.dumps(rtvi), "plain text", "[1,2]"]),
+        Target(
+            "webrtc:pipecat_answer",
+            answer,
+            (ProtocolError,),
+            [json.dumps({"sdp": sdp, "type": "answer", "pc_id": "p1"})],
+        ),
+        Target(
+            "sim:webrtc_offer", offer, (ValueError,), [json.dumps({"sdp": sdp, "type": "offer"})]
+        ),
+        Target(
+            "file:calibration",
+            calibration_file,
+            (ConfigError,),
+            [json.dumps({"calibration": result}), json.dumps(result)],
+        ),
+        Target("file:calibration_store", calibration_store, (ConfigError,), [json.dumps(stored)]),
+    ]
+
+
 def all_targets() -> list[Target]:
-    return decoder_targets() + file_targets()
+    return decoder_targets() + file_targets() + webrtc_targets()
 
 
 def run_one(target: Target, data: Data) -> str | None:

@@ -47,3 +47,21 @@ async def until(
         if time.monotonic() >= deadline:
             raise AssertionError(f"gave up after {timeout_s} s waiting for {what or cond}")
         await asyncio.sleep(every_s)
+
+
+#: source files whose tasks belong to the rig's client side of a rollout
+_CLIENT_FILES = ("rig/session.py", "rig/transports/", "rig/runner.py", "rig/dialects/")
+
+
+def client_tasks() -> list[str]:
+    """Unfinished asyncio tasks started by the rig's client side (session, transports,
+    runner): after a rollout ends there must be none. Servers in the same loop don't count."""
+    left = []
+    for task in asyncio.all_tasks():
+        if task.done() or task is asyncio.current_task():
+            continue
+        code = getattr(task.get_coro(), "cr_code", None)
+        filename = code.co_filename if code is not None else ""
+        if any(part in filename for part in _CLIENT_FILES):
+            left.append(f"{task.get_name()}: {code.co_qualname if code else '?'}")
+    return left

@@ -14,6 +14,7 @@ import pytest
 from rig.telemetry.deviceclock import SimulatedDevice
 from rig.telemetry.mqtt import parse_mqtt_url
 from tests.support.broker import Broker, needs_broker
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 from tests.support.wait import until
 
@@ -55,7 +56,7 @@ async def test_run_publishes_and_fits_the_device_clock(broker: Broker, tmp_path:
         with contextlib.suppress(asyncio.CancelledError):
             await dev_task
         stop_sim(sim)
-    assert run.returncode == 0, err.decode()[-2000:]
+    assert_run_ok(run.returncode, err.decode(), tmp_path / "mq")
     # the watcher in another process saw the rollout run to the end
     assert watch.returncode == 0, w_err.decode()[-2000:]
     assert "turn_what" in w_out.decode() and "done" in w_out.decode()

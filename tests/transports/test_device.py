@@ -32,6 +32,7 @@ from rig.errors import ConfigError, DeviceError
 from rig.recordings.wav import read_wav
 from rig.sim.truth import read_truth
 from rig.transports.device import DeviceTransport
+from tests.support.runexit import assert_run_ok
 from tests.support.wait import wait_for
 
 RATE = 48_000
@@ -168,7 +169,7 @@ def test_rollout_over_two_cables_matches_ground_truth(tmp_path: Path) -> None:
         proc.send_signal(2)
         proc.wait(10)
     d = tmp_path / "out" / "run" / "rollouts" / "turn_what"
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert_run_ok(r.returncode, r.stderr, tmp_path / "out" / "run")
     m = json.loads((d / "metrics.json").read_text())
     truth = read_truth(truth_path)
     end = next(t for t in truth if t["event"] == "speech_end")

@@ -130,6 +130,9 @@ async def test_response_latency_matches_ground_truth(tmp_path: Path) -> None:
     rtts = [e.get("rtt_ms") for e in events if e["kind"] == "server.rtcp.rr"]
     rtts = [r for r in rtts if r is not None]
     assert rtts and all(0.0 < r < 10.0 for r in rtts)
+    # ... shown like every other target's round trips (rig.core.path, clock_fit, rig report)
+    rtcp = metrics["clock_fit"]["rtt_by_source"]["rtcp"]
+    assert rtcp["source"] == "rtcp" and rtcp["count"] == len(rtts)
     assert any(e["kind"] == "server.rtcp.sr" for e in events)
     # downlink frames carry the sender's clock once its first SR arrived (for the clock fit)
     assert any(c.get("server_ts_ms") is not None for c in down)

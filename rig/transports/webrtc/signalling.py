@@ -27,10 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from rig import safejson
 from rig.core.events import DownEvent, Incoming
 from rig.dialects import get_dialect
-from rig.errors import ConfigError, ProtocolError, TransportError
+from rig.errors import ConfigError, DeadlineError, ProtocolError, TransportError
 from rig.redact import redact_url
+
+#: signalling replies (SDP answers, pipecat's JSON answer) and data-channel messages
+MAX_ANSWER_BYTES = 1 << 20
+MAX_CHANNEL_MESSAGE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +52,25 @@ def _http_blocking(
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - URL is ours
             return HttpReply(
-                resp.status, resp.read(), {k.lower(): v for k, v in resp.headers.items()}
+                resp.status,
+                _read_capped(resp, url),
+                {k.lower(): v for k, v in resp.headers.items()},
             )
     except urllib.error.HTTPError as exc:
-        return HttpReply(exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()})
+        body = _read_capped(exc, url)
+        return HttpReply(exc.code, body, {k.lower(): v for k, v in exc.headers.items()})
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise TransportError(f"signalling to {redact_url(url)} failed: {exc}") from exc
+
+
+def _read_capped(resp: Any, url: str) -> bytes:
+    """A reply body of at most MAX_ANSWER_BYTES (an SDP answer is a few kB)."""
+    body: bytes = resp.read(MAX_ANSWER_BYTES + 1)
+    if len(body) > MAX_ANSWER_BYTES:
+        raise ProtocolError(
+            f"signalling reply from {redact_url(url)} is over {MAX_ANSWER_BYTES >> 20} MiB"
+        )
+    return body
 
 
 async def http(
@@ -62,8 +80,16 @@ async def http(
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
 ) -> HttpReply:
-    """One HTTP request in a worker thread."""
-    return await asyncio.to_thread(_http_blocking, method, url, body, headers or {}, timeout_s)
+    """One HTTP request in a worker thread, within `timeout_s` on the wall clock (urllib's
+    timeout is per socket operation: a server that trickles bytes would never hit it)."""
+    call = asyncio.to_thread(_http_blocking, method, url, body, headers or {}, timeout_s)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await call
+    except TimeoutError:
+        raise DeadlineError(
+            f"signalling to {redact_url(url)}: no whole answer within {timeout_s:g} s"
+        ) from None
 
 
 class Signalling(Protocol):
@@ -90,15 +116,29 @@ class Signalling(Protocol):
 
 
 def _json_events(label: str, message: str | bytes, t_ns: int) -> list[Incoming]:
+    """A data-channel message as events: JSON (through rig.safejson: deep nesting, huge
+    integers, NaN never get through) or, when it is not usable JSON, its text."""
     text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
     try:
-        obj = json.loads(text)
-    except ValueError:
-        return [DownEvent("datachannel.text", t_ns, {"label": label, "text": text[:500]})]
+        obj = safejson.parse(text, max_bytes=MAX_CHANNEL_MESSAGE_BYTES)
+    except safejson.JsonInputError as exc:
+        data: dict[str, Any] = {"label": label, "text": text[:500]}
+        if text.lstrip()[:1] in ("{", "["):
+            data["json_error"] = exc.reason
+        return [DownEvent("datachannel.text", t_ns, data)]
     if isinstance(obj, dict):
         kind = str(obj.get("type") or obj.get("label") or "message")
         return [DownEvent(kind, t_ns, {"label": label, **obj})]
     return [DownEvent("datachannel.json", t_ns, {"label": label, "value": obj})]
+
+
+def pipecat_answer(body: bytes) -> tuple[str, str | None]:
+    """(sdp, pc_id) of a pipecat `/api/offer` JSON answer; anything else is a ProtocolError."""
+    obj = safejson.object_remote(body, "offer answer", max_bytes=MAX_ANSWER_BYTES)
+    sdp, pc_id = obj.get("sdp"), obj.get("pc_id")
+    if not isinstance(sdp, str) or not (pc_id is None or isinstance(pc_id, str)):
+        raise ProtocolError("offer answer is not {sdp, type}", safejson.excerpt(body))
+    return sdp, pc_id
 
 
 def _check_answer(reply: HttpReply, url: str) -> None:
@@ -274,12 +314,8 @@ class PipecatSignalling:
             self.timeout_s,
         )
         _check_answer(reply, self.url)
-        try:
-            obj = json.loads(reply.body)
-            self.pc_id = obj.get("pc_id")
-            return str(obj["sdp"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProtocolError("offer answer is not {sdp, type}", reply.body[:200]) from exc
+        sdp, self.pc_id = pipecat_answer(reply.body)
+        return sdp
 
     def decode(self, label: str, message: str | bytes, t_ns: int) -> list[Incoming]:
         return _json_events(label, message, t_ns)

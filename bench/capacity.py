@@ -1,0 +1,304 @@
+"""How many rollouts this machine holds: ramp concurrent, fully recorded rollouts against the
+reference system until uplink lateness p99 passes 5 ms or a frame stalls, beside the bare
+`websockets` echo ceiling on the same machine.
+
+    python bench/capacity.py                          # default ramp 10 25 50 75 100 150 200
+    python bench/capacity.py --steps 25 50 100 --seconds 6 --echo-steps 100 200 400
+
+Per step, in one run and side by side: N, pooled uplink send lateness p50/p99/max over every
+frame of every rollout (chunks.jsonl: send time minus deadline, the rig's own stamps on the
+shared clock), stalls, how many rollouts were `timing_valid` (rig.core.selfcheck), CPU per
+stream-frame for the rig (this process: every thread, RUSAGE_SELF; the analysis worker is a
+separate low-priority process, not counted) and for the reference system (`rig sim` in its
+own process, utime+stime from /proc/PID/stat), each over the uplink frames of the step, and
+the RSS growth of this process per rollout. The ramp stops at the first step past the bound;
+`max rollouts` is the last step within it. The anchor: N paced echo streams (20 ms frames of
+640 bytes, absolute deadlines on the same timerfd clock) against a bare `websockets` echo
+server in its own process: no recording, no analysis, no dialect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from rig import realtime
+from rig.audio.source import tone
+from rig.cli.common import ws_factory
+from rig.clock.base import MonotonicClock
+from rig.core.plan import PlanBuilder
+from rig.recordings.writer import RecordingWriter
+from rig.runner import RolloutSpec, Runner
+from rig.session import SessionConfig
+
+RATE = 16_000
+FRAME_NS = 20_000_000
+BOUND_P99_MS = 5.0
+TICK_S = os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of another process, all its threads."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK_S
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU of a process and its children (`rig sim --workers N`)."""
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                kids += [int(x) for x in f.read().split()]
+    return proc_cpu_s(pid) + sum(proc_cpu_s(k) for k in kids)
+
+
+def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
+    late: list[int] = []
+    for rid in rollout_ids:
+        path = os.path.join(run_dir, "rollouts", rid, "chunks.jsonl")
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if '"dir":"up"' in line:
+                    c = json.loads(line)
+                    late.append(c["t_ns"] - c["t_sched_ns"])
+    return np.asarray(late, dtype=np.float64) / 1e6
+
+
+def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    m = re.search(r"ws://\S+", proc.stdout.readline())
+    if m is None:
+        proc.kill()
+        raise SystemExit(f"did not start: {cmd}")
+    return proc, m.group(0)
+
+
+#: the writer as it was (a flush and WAV header rewrite per record) and as it is (10 ms
+#: batches, headers every 10th batch), for side-by-side CPU per frame
+WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10)}
+
+
+async def rig_step(
+    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
+) -> dict[str, Any]:
+    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
+    specs = [
+        RolloutSpec(
+            f"r{i}",
+            plan,
+            ws_factory(url, "rig", RATE, {}),
+            {"url": url},
+            {"scenario": "capacity", "item": "tone", "kind": "turn_taking"},
+            SessionConfig(drain_quiet_s=1.0, max_s=seconds + 30, probe_interval_s=0.5),
+        )
+        for i in range(n)
+    ]
+    rss0 = rss_kb()
+    peak = [rss0]
+
+    async def watch() -> None:
+        while True:
+            peak[0] = max(peak[0], rss_kb())
+            await asyncio.sleep(0.25)
+
+    w = asyncio.create_task(watch())
+    window_s, header_every = WRITERS[writer]
+    runner = Runner(
+        out,
+        concurrency=n,
+        connect_concurrency=16,
+        rt_priority=rt,
+        writer=RecordingWriter(batch_window_s=window_s, header_every=header_every),
+    )
+    cpu0, sim0 = self_cpu_s(), tree_cpu_s(sim_pid)
+    result = await runner.run(specs)
+    cpu1, sim1 = self_cpu_s(), tree_cpu_s(sim_pid)
+    w.cancel()
+    res = result["results"].values()
+    frames = sum(int(r.get("uplink", {}).get("frames", 0)) for r in res)
+    x = uplink_lateness_ms(result["run_dir"], list(result["results"]))
+    return {
+        "n": n,
+        "writer": writer,
+        "statuses": result["status_counts"],
+        "frames": frames,
+        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
+        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
+        "max_ms": round(float(x.max()), 3) if x.size else None,
+        "stalls": sum(int(r.get("uplink", {}).get("stalls", 0)) for r in res),
+        "timing_valid": sum(r.get("timing_valid") is True for r in res),
+        "invalid_why": dict(
+            Counter(
+                re.sub(r"[\d.]+", "#", why).split(" >")[0].split(" (")[0]
+                for r in res
+                for why in (r.get("rig_timing") or {}).get("reasons", [])
+            )
+        ),
+        "rig_us_per_frame": round((cpu1 - cpu0) / frames * 1e6, 1) if frames else None,
+        "sim_us_per_frame": round((sim1 - sim0) / frames * 1e6, 1) if frames else None,
+        "rss_mb_per_rollout": round((peak[0] - rss0) / 1024 / n, 2),
+    }
+
+
+ECHO_SERVER = """
+import asyncio, contextlib, websockets
+async def echo(ws):
+    with contextlib.suppress(websockets.ConnectionClosed):
+        async for m in ws:
+            await ws.send(m)
+async def main():
+    async with websockets.serve(echo, "127.0.0.1", 0, max_queue=None) as s:
+        print("ws://127.0.0.1:%d" % s.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"""
+
+
+async def echo_step(url: str, n: int, seconds: float, rt: int) -> dict[str, Any]:
+    """N paced streams of 640-byte frames every 20 ms against the bare echo server."""
+    import websockets
+
+    clock = MonotonicClock()
+    frames = int(seconds * 1e9 / FRAME_NS)
+    late: list[int] = []
+    payload = b"\0" * 640
+
+    gate = asyncio.Semaphore(16)  # as the runner's connect gate
+
+    async def connect() -> Any:
+        async with gate:
+            return await websockets.connect(url, max_queue=None, open_timeout=60)
+
+    conns = await asyncio.gather(*(connect() for _ in range(n)))
+
+    async def stream(k: int, ws: Any, t0: int) -> None:
+        async def drain() -> None:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for _ in ws:
+                    pass
+
+        rx = asyncio.create_task(drain())
+        for i in range(frames):
+            due = t0 + k * FRAME_NS // n + i * FRAME_NS
+            await clock.sleep_until(due)
+            late.append(clock.now_ns() - due)
+            await ws.send(payload)
+        rx.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await rx
+        await ws.close()
+
+    t0 = clock.now_ns() + 500_000_000
+    # the same process settings a rig run gets: SCHED_FIFO for the loop, no full GC
+    with realtime.scheduling(rt), realtime.streaming():
+        await asyncio.gather(*(stream(k, ws, t0) for k, ws in enumerate(conns)))
+    x = np.asarray(late, dtype=np.float64) / 1e6
+    return {
+        "n": n,
+        "frames": int(x.size),
+        "p50_ms": round(float(np.percentile(x, 50)), 3),
+        "p99_ms": round(float(np.percentile(x, 99)), 3),
+        "stalls": int((x > 20.0).sum()),
+    }
+
+
+def within(row: dict[str, Any]) -> bool:
+    p99 = row.get("p99_ms")
+    return p99 is not None and p99 <= BOUND_P99_MS and row.get("stalls", 1) == 0
+
+
+def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, nargs="+", default=[10, 25, 50, 75, 100, 150, 200])
+    ap.add_argument("--echo-steps", type=int, nargs="+", default=[50, 100, 200, 300, 400])
+    ap.add_argument("--seconds", type=float, default=6.0, help="user turn per rollout")
+    ap.add_argument("--rt-priority", type=int, default=3)
+    ap.add_argument("--no-stop", action="store_true", help="run every step past the bound")
+    ap.add_argument(
+        "--writer", nargs="+", choices=sorted(WRITERS), default=["batched"],
+        help="writer modes, alternated at every step (side by side)",
+    )  # fmt: skip
+    ap.add_argument("--sim-workers", type=int, default=1, help="rig sim --workers N")
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
+          f"Python {platform.python_version()}; load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    sim, url = start_proc([sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"])
+    echo, echo_url = start_proc([sys.executable, "-c", ECHO_SERVER])
+    rig_rows: list[dict[str, Any]] = []
+    echo_rows: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            for n in args.steps:
+                rows = []
+                for w in args.writer:
+                    row = asyncio.run(
+                        rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
+                    )
+                    row["load1"] = round(os.getloadavg()[0], 2)
+                    rows.append(row)
+                    print(json.dumps({"rig": row}), flush=True)
+                rig_rows += rows
+                if not any(within(r) for r in rows) and not args.no_stop:
+                    break
+        for n in args.echo_steps:
+            row = asyncio.run(echo_step(echo_url, n, args.seconds, args.rt_priority))
+            row["load1"] = round(os.getloadavg()[0], 2)
+            echo_rows.append(row)
+            print(json.dumps({"echo": row}), flush=True)
+            if not within(row) and not args.no_stop:
+                break
+    finally:
+        for p in (sim, echo):
+            p.terminate()
+            p.wait(10)
+    ok = [r["n"] for r in rig_rows if within(r)]
+    eok = [r["n"] for r in echo_rows if within(r)]
+    best, ebest = max(ok) if ok else 0, max(eok) if eok else 0
+    print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
+          f"recorded) vs {ebest} (bare echo)")  # fmt: skip
+    print(table(rig_rows, ["n", "writer", "p50_ms", "p99_ms", "max_ms", "stalls", "timing_valid",
+                           "rig_us_per_frame", "sim_us_per_frame", "rss_mb_per_rollout",
+                           "load1"]))  # fmt: skip
+    print()
+    print(table(echo_rows, ["n", "p50_ms", "p99_ms", "stalls", "load1"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""One command sharded over worker processes on one machine (`rig run --workers N`,
+`rig sim --workers N`).
+
+Why: one Python event loop holds one core; past it, more rollouts do not degrade, they
+collapse. Each worker is the same command in its own process (its own event loop, writer
+thread, SCHED_FIFO loop thread, loop watch), started as `python -m rig ARGV --worker-index K
+--parent-pid PID`; it dies with the parent (rig.childproc: PR_SET_PDEATHSIG and a watch
+thread). `rig run` workers take every N-th rollout (`shard`) into one run directory and each
+writes `manifest.worker-K.json`; the parent merges them into `manifest.json` (`merge`).
+Resume works across workers because whether a rollout is done lives in its own directory.
+`rig sim` workers listen on one port with SO_REUSEPORT; the kernel spreads connections.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from rig.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_workers(n: int) -> int:
+    if not 1 <= n <= 256:
+        raise ConfigError(f"--workers must be an integer in [1, 256], got {n}")
+    return n
+
+
+def shard(items: Sequence[T], index: int, workers: int) -> list[T]:
+    """Worker `index` of `workers` takes items index, index + workers, ... (stable order, so
+    a resume with the same number of workers gives each the same rollouts)."""
+    return list(items[index::workers])
+
+
+def share(total: int, index: int, workers: int) -> int:
+    """Worker `index`'s part of a total (concurrency): the parts add up to the total."""
+    return max(1, total // workers + (1 if index < total % workers else 0))
+
+
+def spawn(
+    argv: Sequence[str], index: int, extra: Sequence[str] = (), *, pipe_stdout: bool = False
+) -> subprocess.Popen[str]:
+    """Start worker `index`: this command again, told who it is and whose child it is."""
+    cmd = [sys.executable, "-m", "rig", *argv, *extra]
+    cmd += ["--worker-index", str(index), "--parent-pid", str(os.getpid())]
+    out = subprocess.PIPE if pipe_stdout else subprocess.DEVNULL
+    return subprocess.Popen(cmd, stdout=out, text=True)
+
+
+def stop_all(procs: Sequence[subprocess.Popen[str]], timeout_s: float = 10.0) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def worker_manifest_name(index: int) -> str:
+    return f"manifest.worker-{index}.json"
+
+
+def merge(
+    run_dir: str, workers: int, config: dict[str, Any], pids: Sequence[int] = ()
+) -> dict[str, Any]:
+    """manifest.json of a sharded run from the workers' manifests (`config` overrides the
+    workers' own: the totals the user asked for). Missing workers are named."""
+    parts: list[dict[str, Any]] = []
+    missing = []
+    for k in range(workers):
+        try:
+            with open(os.path.join(run_dir, worker_manifest_name(k)), "rb") as f:
+                m = json.loads(f.read())
+            parts.append(m if isinstance(m, dict) else {})
+        except (OSError, ValueError):
+            missing.append(k)
+            parts.append({})
+    base = next((p for p in parts if p), {})
+    merged: dict[str, Any] = dict(base)
+    merged["config"] = {**(base.get("config") or {}), **config}
+    merged["rollouts"] = {}
+    counts: Counter[str] = Counter()
+    invalid: list[str] = []
+    targets: list[Any] = []
+    for p in parts:
+        merged["rollouts"].update(p.get("rollouts") or {})
+        counts.update(p.get("status_counts") or {})
+        invalid += p.get("timing_invalid") or []
+        for t in p.get("targets") or []:
+            if t not in targets:
+                targets.append(t)
+    statuses = {p.get("status") for p in parts}
+    if missing or statuses - {"done"}:
+        merged["status"] = next(
+            (s for s in ("interrupted", "stopped", "running") if s in statuses), "interrupted"
+        )
+    else:
+        merged["status"] = "done"
+    merged["targets"] = targets
+    merged["status_counts"] = dict(counts)
+    merged["timing_invalid"] = sorted(invalid)
+    merged["stop_reason"] = next((p["stop_reason"] for p in parts if p.get("stop_reason")), None)
+    merged["workers"] = {
+        "n": workers,
+        "pids": list(pids),
+        "missing": missing,
+        "scheduling": [p.get("scheduling") for p in parts],
+        "writer": [p.get("writer") for p in parts],
+        "ended_utc": [p.get("ended_utc") for p in parts],
+    }
+    return merged

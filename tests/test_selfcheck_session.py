@@ -1,0 +1,156 @@
+"""timing_valid end to end: a FakeClock that injects loop lag into a whole conversation, the
+real loop blocked, and a real overload (the loop's work plus CPU hogs on its core)."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rig.audio.source import tone
+from rig.clock.base import FakeClock, MonotonicClock
+from rig.core.plan import PlanBuilder
+from rig.core.selfcheck import LoopStats, TimingTolerance, judge
+from rig.loopwatch import LoopWatch, read_run_delay_ns, schedstat_path
+from rig.recordings.writer import RecordingWriter
+from rig.session import Session, SessionConfig
+from rig.sim.engine import SimConfig
+from tests.support.memsystem import MemorySystem
+
+MS = 1_000_000
+
+
+class LaggyClock(FakeClock):
+    """A FakeClock whose loop is late: every wake due in [start, end) comes `lag_ns` late."""
+
+    def __init__(self, start_ns: int, lag_ns: int, window: tuple[int, int]) -> None:
+        super().__init__(start_ns)
+        self.lag_ns = lag_ns
+        self.window = window
+
+    async def sleep_until(self, t_ns: int) -> None:
+        await super().sleep_until(t_ns)
+        if self.window[0] <= t_ns < self.window[1] and self.now_ns() < t_ns + self.lag_ns:
+            self.set(t_ns + self.lag_ns)
+
+
+def _plan():
+    return PlanBuilder(16_000).add_silence(0.5).add_turn(tone(300, 1.0, 16_000), "t").build()
+
+
+async def _session(tmp_path, clock, publish=None):
+    writer = RecordingWriter()
+    writer.start()
+    rec = writer.rollout(str(tmp_path / "r"), 16_000)
+    system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300))
+    cfg = SessionConfig(start_lead_ms=0, drain_quiet_s=1.0)
+    s = Session("r", system, _plan(), rec, clock, cfg, publish)
+    m = await s.run()
+    writer.close()
+    return m
+
+
+async def test_virtual_time_without_lag_is_valid(tmp_path) -> None:
+    done = []
+    m = await _session(tmp_path, FakeClock(0), lambda k, d: done.append(d) if k == "status" else 0)
+    assert m["status"] == "ok" and m["timing_valid"] is True, m["rig_timing"]
+    loop = m["rig_timing"]["loop"]
+    assert loop["ticks"] > 100 and loop["lag_max_ms"] <= 0.25
+    assert done[-1]["state"] == "done" and done[-1]["timing_valid"] is True
+    assert done[-1]["timing_reason"] is None
+
+
+async def test_injected_loop_lag_makes_the_rollout_invalid_and_keeps_its_status(tmp_path) -> None:
+    done = []
+    clock = LaggyClock(0, 8 * MS, (0, 10**12))  # every wake 8 ms late
+    m = await _session(tmp_path, clock, lambda k, d: done.append(d) if k == "status" else 0)
+    assert m["status"] == "ok"  # the conversation went fine; the rig's clockwork did not
+    assert m["timing_valid"] is False
+    reasons = " | ".join(m["rig_timing"]["reasons"])
+    assert "uplink lateness p99 8.00 ms > 5.0 ms" in reasons
+    assert "event loop lag p99" in reasons
+    assert m["rig_timing"]["tolerance"]["lateness_p99_ms"] == 5.0
+    assert (tmp_path / "r" / "user.wav").stat().st_size > 44  # the recording is kept
+    assert done[-1]["timing_valid"] is False and "lateness" in done[-1]["timing_reason"]
+
+
+async def test_one_long_lag_while_the_system_talks_is_caught(tmp_path) -> None:
+    # one 30 ms block 1.8 s in: the user has finished, the reply is arriving
+    clock = LaggyClock(0, 30 * MS, (1_800 * MS, 1_801 * MS))
+    m = await _session(tmp_path, clock)
+    assert m["timing_valid"] is False
+    reasons = " | ".join(m["rig_timing"]["reasons"])
+    assert "event loop lag max" in reasons, reasons
+
+
+async def test_a_blocked_real_loop_is_seen() -> None:
+    watch = LoopWatch(MonotonicClock(), period_ms=5)
+    watch.start()
+    await asyncio.sleep(0.05)
+    mark = watch.mark()
+    await asyncio.sleep(0.05)
+    time.sleep(0.03)  # noqa: ASYNC251 - the loop blocked on purpose: nothing on it can run
+    await asyncio.sleep(0.05)
+    stats = watch.since(mark)
+    await watch.stop()
+    assert stats.lag_max_ms is not None and stats.lag_max_ms >= 25
+    v = judge(0.1, 0, stats, TimingTolerance())
+    assert not v.valid and any("lag max" in r for r in v.reasons)
+
+
+def test_schedstat_is_read_for_the_loop_thread() -> None:
+    ns = read_run_delay_ns(schedstat_path())
+    if not os.path.exists("/proc/self/schedstat"):
+        pytest.skip("no schedstat on this kernel")
+    assert isinstance(ns, int) and ns >= 0
+    assert read_run_delay_ns("/proc/self/task/0/schedstat") is None
+
+
+HOG = "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n"
+
+
+async def _overloaded_loop(cpu: int, streams: int, work_ms: float, hogs: int) -> LoopStats:
+    """The loop pinned to `cpu` running `streams` paced tasks (20 ms period, phases spread,
+    like rollouts), each doing `work_ms` of CPU work per frame, with `hogs` busy processes on
+    the same CPU; returns the loop's stats over 1.5 s."""
+    procs = [subprocess.Popen([sys.executable, "-c", HOG % cpu]) for _ in range(hogs)]  # noqa: ASYNC220
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    clock = MonotonicClock()
+    watch = LoopWatch(clock, period_ms=5)
+    try:
+        watch.start()
+        await asyncio.sleep(0.3)  # the hogs are spinning
+        mark = watch.mark()
+        t0 = clock.now_ns()
+        end = t0 + 1_500 * MS
+
+        async def stream(k: int) -> None:
+            due = t0 + k * 20 * MS // streams
+            while due < end:
+                await clock.sleep_until(due)
+                t = clock.now_ns()
+                while clock.now_ns() - t < work_ms * MS:
+                    pass
+                due += 20 * MS
+
+        await asyncio.gather(*(stream(k) for k in range(streams)))
+        return watch.since(mark)
+    finally:
+        await watch.stop()
+        os.sched_setaffinity(0, saved)
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.realtime
+async def test_overload_with_cpu_hogs_is_never_valid() -> None:
+    # 40 streams of 0.3 ms work per 20 ms frame (60 % of a CPU), sharing one CPU with two
+    # busy processes: the loop gets about a third of it, so it falls behind
+    stats = await _overloaded_loop(0, 40, 0.3, 2)
+    v = judge(0.1, 0, stats, TimingTolerance())
+    assert not v.valid, stats
+    assert stats.run_delay_share is None or stats.run_delay_share > 0.05, stats
