@@ -26,7 +26,6 @@ import functools
 import multiprocessing
 import os
 import random
-import shutil
 import socket
 import time
 import uuid
@@ -36,7 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig import realtime, safejson
+from rig import realtime
 from rig.analysis.finish import analyze_log, finish_rollout
 from rig.childproc import die_with_parent
 from rig.clock.base import Clock, MonotonicClock
@@ -44,10 +43,11 @@ from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
 from rig.core.selfcheck import TimingTolerance
 from rig.errors import ConfigError, DataFileError
-from rig.ids import attempt_name, check_id
+from rig.ids import check_id
 from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
 from rig.recordings.manifest import build_manifest, utc_now
+from rig.recordings.rundir import move_aside, read_json, rollout_done
 from rig.recordings.sink import Publish
 from rig.recordings.writer import (
     DISK_FULL_ERRNOS,
@@ -59,8 +59,6 @@ from rig.redact import redact_text
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
 from rig.transports.base import Transport
-
-DONE_STATUSES = frozenset({"ok", "no_audio"})
 
 
 @dataclass
@@ -75,16 +73,6 @@ class RolloutSpec:
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def rollout_done(rollout_dir: str) -> bool:
-    """Does this rollout's metrics.json say it finished? (Anything unreadable: no.)"""
-    try:
-        with open(os.path.join(rollout_dir, "metrics.json"), "rb") as f:
-            m = safejson.parse(f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("status") in DONE_STATUSES
 
 
 class Runner:
@@ -182,7 +170,7 @@ class Runner:
         manifest_path = os.path.join(self.run_dir, self.manifest_name)
         previous: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            loaded = _read_json(os.path.join(self.run_dir, "manifest.json"))  # may block
+            loaded = read_json(os.path.join(self.run_dir, "manifest.json"))  # may block
             previous = loaded if isinstance(loaded, dict) else {}
         manifest = build_manifest(
             self.run_id,
@@ -256,7 +244,7 @@ class Runner:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
                 self.results[spec.rollout_id] = await asyncio.to_thread(
-                    _read_json, os.path.join(d, "metrics.json")
+                    read_json, os.path.join(d, "metrics.json")
                 )
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
@@ -321,7 +309,7 @@ class Runner:
         publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
-            await asyncio.to_thread(_move_aside, d)  # disk work off the audio loop
+            await asyncio.to_thread(move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
             session = Session(
@@ -469,22 +457,6 @@ class Runner:
                 initargs=(os.getpid(),),
             )
         return self._pool
-
-
-def _move_aside(d: str) -> None:
-    """A failed or partial earlier attempt: keep it beside as `<id>.failed-N`, redo."""
-    if os.path.isdir(d):
-        parent, rid = os.path.split(d)
-        attempt = 1
-        while os.path.exists(os.path.join(parent, attempt_name(rid, attempt))):
-            attempt += 1
-        shutil.move(d, os.path.join(parent, attempt_name(rid, attempt)))
-
-
-def _read_json(path: str) -> Any:
-    """A JSON file the rig wrote; ValueError (safejson.JsonInputError) if it is not JSON."""
-    with open(path, "rb") as f:
-        return safejson.parse(f.read())
 
 
 def todo_any(specs: Sequence[RolloutSpec], run_dir: str) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from rig.analysis.finish import analyze_log
@@ -35,6 +34,7 @@ from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
 from rig.core.records import EventRecord
 from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge
+from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
 from rig.errors import DeadlineError, RigError, TransportError
@@ -49,34 +49,6 @@ from rig.transports.base import Transport
 #: stuck outside it (a connect, a handshake, a send, a control message)
 CAP_GRACE_S = 1.0
 CANCELLED = ("cancelled", "the rollout was cancelled (the run stopped)")
-
-
-@dataclass(frozen=True, slots=True)
-class SessionConfig:
-    frame_ms: float = 20.0
-    start_lead_ms: float = 50.0
-    drain_quiet_s: float = 1.5
-    max_s: float = 120.0
-    onset_threshold_dbfs: float = -40.0
-    onset_gap_ms: float = 300.0
-    send_end: bool = True
-    truncate_on_barge_in: bool = True
-    probe_interval_s: float = 0.0
-    #: path samples (ping round trip + TCP_INFO) every N s where the transport has them; 0 off
-    path_interval_s: float = 1.0
-    #: leading `prefill` audio goes out this many times faster than real time where the
-    #: transport can carry it (WebSocket); sound cards and WebRTC play it in real time
-    prefill_speed: float = 1.0
-    #: a send (audio frame or control message) blocked longer than this ends the rollout
-    #: `timed_out`: the peer stopped reading
-    send_timeout_s: float = 2.0
-    #: a backstop on closing the transport: each bounds its own close (WebSocket 2 s, a
-    #: sound card 3 s, WebRTC 5 s) and must get to finish it (the device path marks a wedged
-    #: PortAudio when its stop does not return); this only catches one that does not
-    close_timeout_s: float = 10.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 class Session:

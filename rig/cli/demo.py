@@ -12,8 +12,8 @@ from rig.cli.common import (
     build_specs,
     check_run_options,
     require_extras,
-    run_specs,
 )
+from rig.cli.execute import run_specs
 from rig.cli.sim import add_sim_knobs, sim_from_args
 from rig.errors import ConfigError
 
@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:  # the demo's reference system runs inside this process
         raise ConfigError("rig demo runs in one process: --workers is for rig run")
     from rig.scenarios import resolve
-    from rig.sim.server import SimServer, SimThread
+    from rig.sim.server import SimServer
+    from rig.sim.thread import SimThread
 
     require_extras(args, "ws", "rig")
     cfg, net, reply = sim_from_args(args)

@@ -99,14 +99,9 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from rig.analysis.aggregate import (
-        aggregate,
-        load_run,
-        render_decomposition,
-        render_endpointing,
-        render_table,
-    )
+    from rig.analysis.aggregate import aggregate, load_run
     from rig.analysis.gates import check_gates, gate_values, parse_gates
+    from rig.analysis.render import render_decomposition, render_endpointing, render_table
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
     from rig.analysis.sweep import render_settings
     from rig.reporting.network import rtt_table, split_table

@@ -14,10 +14,10 @@ from rig.cli.common import (
     check_run_options,
     parse_dialect_options,
     require_extras,
-    run_specs_async,
     uplink_rate,
 )
 from rig.cli.engine import add_engine_options, check_engine_options, run_engine
+from rig.cli.execute import run_specs_async
 from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS

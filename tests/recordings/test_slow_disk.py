@@ -12,7 +12,8 @@ from rig.recordings.writer import RecordingWriter
 from rig.runner import RolloutSpec, Runner
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
-from rig.sim.server import SimServer, SimThread
+from rig.sim.server import SimServer
+from rig.sim.thread import SimThread
 from rig.transports.websocket import WebSocketTransport
 
 pytestmark = pytest.mark.realtime

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rig.analysis.aggregate import aggregate, csv_rows, format_report
+from rig.analysis.aggregate import aggregate, csv_rows
+from rig.analysis.render import format_report
 from rig.cli import main
 
 

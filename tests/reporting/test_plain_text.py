@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rig.analysis.aggregate import format_report
+from rig.analysis.render import format_report
 from rig.cli import main
 from rig.clock import FakeClock
 from rig.dashboard import Dashboard, render
