@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
     from rig.analysis.sweep import render_settings
     from rig.reporting.network import rtt_table, split_table
-    from rig.reporting.summary import load_rollouts, summary_table
+    from rig.reporting.summary import load_rollouts, print_table, summary_table
 
     if not os.path.isdir(args.run_dir):
         raise ConfigError(f"{args.run_dir}: not a run directory")
@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         for line in changes:
             console.print(line, markup=False, highlight=False)
     if not args.no_rollouts:
-        console.print(summary_table(rollouts))
-    console.print(render_table(report))
+        print_table(console, summary_table(rollouts))
+    print_table(console, render_table(report))
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)

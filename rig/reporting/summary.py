@@ -112,9 +112,25 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
+def print_table(console: Console, table: Any) -> None:
+    """Print a table whole. Into a pipe or file rich assumes 80 columns and would cut the
+    right-hand columns off (a log or CI check then misses them): there, unless COLUMNS says
+    otherwise, the table gets the width it needs."""
+    if console.is_terminal or "COLUMNS" in os.environ:
+        console.print(table)
+        return
+    wide = console.options.update_width(1000)
+    saved = console.width
+    console.width = min(1000, max(saved, console.measure(table, options=wide).maximum))
+    try:
+        console.print(table)
+    finally:
+        console.width = saved
+
+
 def print_summary(run_dir: str, console: Console | None = None) -> list[dict[str, Any]]:
     console = console or Console()
     rollouts = load_rollouts(run_dir)
-    console.print(summary_table(rollouts))
+    print_table(console, summary_table(rollouts))
     console.print(f"run directory: {run_dir}")
     return rollouts
