@@ -468,7 +468,9 @@ class Session:
         """`timing_valid` and why (rig.core.selfcheck): did the rig keep its own time?"""
         p99 = (metrics.get("uplink") or {}).get("lateness_ms", {}).get("p99")
         stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
-        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance)
+        xruns = metrics.get("device_xruns")
+        xruns = xruns if isinstance(xruns, int) else 0
+        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance, xruns)
         metrics["timing_valid"] = verdict.valid
         metrics["rig_timing"] = verdict.as_dict(self.tolerance)
 

@@ -62,7 +62,7 @@ def _close(a: Any, b: Any, path: str = "") -> None:
         assert set(a) == set(b), path
         for k in a:
             _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
+    elif isinstance(a, list | tuple):  # bootstrap intervals are tuples in-process
         assert len(a) == len(b), path
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _close(x, y, f"{path}[{i}]")

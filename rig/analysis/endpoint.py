@@ -117,6 +117,11 @@ def endpoint_fields(
             detect_err_ms=err,
             detect_method=response.get("clock_method") or METHOD_RTT_HALF,
         )
+        used_rtt = response.get("rtt_ms")  # the round trip (+ send backlog) the split used
+        if response.get("clock_method") == METHOD_RTT_HALF and isinstance(used_rtt, int | float):
+            backlog = response.get("send_backlog_ms")
+            extra = backlog if isinstance(backlog, int | float) else 0.0
+            out["detect_rtt_ms"] = round(used_rtt + extra, 3)
     elif rtt_ns is not None and detect_spread_ns is not None:
         out.update(
             detect_ms=_ms(stop.t_ns - p0 - rtt_ns),

@@ -37,6 +37,7 @@ from rig.core.records import (
     Probe,
     ReceivedAudio,
     Record,
+    RttSample,
     ServerMark,
     SystemAudio,
     SystemPad,
@@ -250,6 +251,10 @@ class Listener:
         t0 = item.data.get("t0_ns")
         if isinstance(t0, int) and not isinstance(t0, bool) and 0 <= item.t_ns - t0 < MAX_ECHO_NS:
             self.probe_echoes.append((item.t_ns, item.t_ns - t0))
+            # an application-level round trip: the same path (and any delay the system adds
+            # in front of its model) as the audio, so the split prefers it to WebSocket pings,
+            # which the peer's protocol layer answers before that path
+            self.path.rtt.append(RttSample(item.t_ns, item.t_ns - t0, "probe"))
 
     def _mark(self, item: DownEvent) -> None:
         server_ns = None if item.server_ts_ms is None else ms_to_ns(item.server_ts_ms)

@@ -189,10 +189,14 @@ def judge(
     stalls: int,
     loop: LoopStats | None,
     tolerance: TimingTolerance,
+    device_xruns: int = 0,
 ) -> Verdict:
-    """The verdict on the rig's own timing for one rollout, with every reason it failed."""
+    """The verdict on the rig's own timing for one rollout, with every reason it failed.
+    A sound-card xrun is the rig's own audio path missing its deadline, like a stall."""
     tol = tolerance
     reasons: list[str] = []
+    if device_xruns:
+        reasons.append(f"{device_xruns} sound-card xrun{'s' if device_xruns != 1 else ''}")
     if lateness_p99_ms is not None and lateness_p99_ms > tol.lateness_p99_ms:
         reasons.append(f"uplink lateness p99 {lateness_p99_ms:.2f} ms > {tol.lateness_p99_ms} ms")
     if stalls:

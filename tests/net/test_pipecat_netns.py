@@ -28,6 +28,9 @@ UP_MS, DOWN_MS, PORT = 20.0, 30.0, 8791
 pytestmark = [pytest.mark.realtime, pytest.mark.pipecat]
 
 
+BOT_SEND_SLACK_MS = 6.0  # serialization -> socket write inside the bot (see below)
+
+
 def _pipecat_python() -> str | None:
     py = os.environ.get("RIG_PIPECAT_PYTHON")
     return py if py and os.path.exists(py) else None
@@ -99,5 +102,9 @@ async def test_real_bot_rtt_and_model_time_through_the_packet_relay(tmp_path: Pa
         k = int(np.searchsorted(send, r["user_end_ns"])) - 1  # the frame holding the end
         p1 = r["user_end_ns"] + int(rx[k] - send[k])
         model_true_ms = (start - p1) / NS_PER_MS
-        assert abs(r["model_ms"] - model_true_ms) <= r["model_err_ms"], (r, model_true_ms)
+        # the bot stamps a reply frame when it serializes it; its own event loop (pipecat, a
+        # Python process on the same 2 cores) may hold the frame a few ms before the socket
+        # write the rig's estimate ends at: the truth is a lower bound by up to that much
+        err = r["model_ms"] - model_true_ms
+        assert -r["model_err_ms"] <= err <= r["model_err_ms"] + BOT_SEND_SLACK_MS, (r, err)
         assert abs(r["uplink_ms"] - (rx[k] - send[k]) / NS_PER_MS) <= r["uplink_err_ms"]

@@ -359,7 +359,13 @@ def test_both_backends_carry_a_rollout_over_the_jack_loopback(
     assert m["status"] == "ok", (m.get("reason"), r.stderr[-1500:])
     assert m["transport"]["backend"] == backend
     assert m["transport"]["options"]["duplex"] is duplex
-    assert m["device_xruns"] == 0
+    # xruns are the machine's scheduling (a shared 2-core CI box has them now and then); what
+    # must hold is that each one is recorded and the rollout's own timing is flagged for it
+    events = (d / "events.jsonl").read_text()
+    assert ('"kind":"server.device.xrun"' in events) == (m["device_xruns"] > 0)
+    if m["device_xruns"]:
+        assert m["timing_valid"] is False
+        assert any("sound-card xrun" in r for r in m["rig_timing"]["reasons"]), m["rig_timing"]
     user, rate = read_wav(str(d / "user.wav"))
     system, sys_rate = read_wav(str(d / "system.wav"))
     assert rate == sys_rate == RATE
