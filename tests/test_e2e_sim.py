@@ -65,7 +65,9 @@ def test_latency_matches_ground_truth_within_5ms(tmp_path, speed: str) -> None:
         code, m = _run(tmp_path, url)
     finally:
         stop_sim(proc)
-    assert code == 0, m
+    # exit 3 when only the rig's own timing was flagged (docs/pacing.md): the latency is
+    # still checked against the truth below
+    assert code == 0 or (code == 3 and m["status"] == "ok" and m["timing_valid"] is False), m
     truth = read_truth(truth_path)
     end = next(t for t in truth if t["event"] == "speech_end")
     first_chunk = next(t for t in truth if t["event"] == "reply_chunk")
