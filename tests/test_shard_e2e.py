@@ -19,6 +19,7 @@ import pytest
 
 from rig.analysis.aggregate import aggregate
 from rig.shard import split
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 
 ITEMS = ["what", "weather", "recipe"]
@@ -50,10 +51,23 @@ def _rig_run(url: str, out: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _finish(p: subprocess.Popen[str]) -> str:
+def _finish(p: subprocess.Popen[str], run_dir: Path) -> str:
     out, _ = p.communicate(timeout=90)
-    assert p.returncode == 0, out
+    assert_run_ok(p.returncode, out, run_dir)
     return out
+
+
+def _measurements(report: Any) -> Any:
+    """The report without the rig's verdicts on its own timing (timing_valid/timing_invalid)."""
+    if isinstance(report, dict):
+        return {
+            k: _measurements(v)
+            for k, v in report.items()
+            if k not in ("timing_valid", "timing_invalid")
+        }
+    if isinstance(report, list):
+        return [_measurements(v) for v in report]
+    return report
 
 
 def _close(a: Any, b: Any, path: str = "") -> None:
@@ -77,18 +91,19 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path) -> None:
     assert split(ITEMS, 3)[0] == []  # shard 0 of 3 is empty: that must work too
     proc, url = start_sim("--latency-ms", "250", "--endpoint-silence-ms", "300", "--reply-s", "0.4")
     out = tmp_path / "out"
+    shard2 = out / "r-shard-2-of-3"
     try:
         shards = [_rig_run(url, out, "--run-id", "r", "--shard", f"{k}/3") for k in range(3)]
         for p in shards:
-            _finish(p)
-        _finish(_rig_run(url, out, "--run-id", "one", "--concurrency", "3"))
+            _finish(p, out / f"r-shard-{shards.index(p)}-of-3")
+        _finish(_rig_run(url, out, "--run-id", "one", "--concurrency", "3"), out / "one")
         # a shard rerun redoes the same rollouts: all done, all skipped
-        again = _finish(_rig_run(url, out, "--run-id", "r", "--shard", "2/3"))
+        again = _finish(_rig_run(url, out, "--run-id", "r", "--shard", "2/3"), shard2)
         assert sorted(again.count(f"{i}: already done") for i in split(ITEMS, 3)[2]) == [1, 1]
         # ... and resume works per shard: a rollout without metrics is redone, only it
         lost = split(ITEMS, 3)[2][0]
         os.remove(out / "r-shard-2-of-3" / "rollouts" / lost / "metrics.json")
-        again = _finish(_rig_run(url, out, "--run-id", "r", "--shard", "2/3"))
+        again = _finish(_rig_run(url, out, "--run-id", "r", "--shard", "2/3"), shard2)
         assert f"{lost}: start" in again and again.count(": start") == 1
     finally:
         stop_sim(proc)
@@ -116,7 +131,11 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path) -> None:
         assert manifest["rollout_nodes"][rid]["shard"] == f"{k}/3"
     one = json.loads((out / "one" / "rollouts" / "what" / "metrics.json").read_text())
     assert one["shard"] is None and one["node"] == one["host"]
-    a, b = aggregate(merged), aggregate(out / "one")
+    # the measurements must agree; whether the rig's own timing held on this shared box is
+    # each run's own verdict (tests/support/runexit.py), so flagged rollouts are kept in and
+    # the verdict counts left out of the comparison
+    a = _measurements(aggregate(merged, include_invalid_timing=True))
+    b = _measurements(aggregate(out / "one", include_invalid_timing=True))
     assert a["retries"] == {lost: 1}  # the moved-aside attempt came along
     for report in (a, b):
         for key in ("run_dir", "run_id", "retries"):

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from rig.recordings.manifest import redact, redact_argv
+from tests.support.runexit import assert_run_ok
 
 
 def rig(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -16,7 +17,7 @@ def rig(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
 @pytest.mark.realtime
 def test_demo_headless_writes_the_run_directory_contract(tmp_path) -> None:
     r = rig("demo", "--headless", "--out", str(tmp_path), "--run-id", "demo")
-    assert r.returncode == 0, r.stderr + r.stdout
+    assert_run_ok(r.returncode, r.stderr + r.stdout, tmp_path / "demo")
     run = tmp_path / "demo"
     manifest = json.loads((run / "manifest.json").read_text())
     for key in (

@@ -16,21 +16,40 @@ _RUNS: dict[str, Path] = {}
 
 
 def demo_run(factory: pytest.TempPathFactory) -> Path:
-    """A finished run: three ok rollouts with a latency split (sim model latency 300 ms)."""
+    """A finished run: three ok rollouts with a latency split (sim model latency 300 ms).
+
+    The report-side tests need a run whose own timing held (an invalid rollout leaves the
+    aggregates and fails the gates by design), so a run the rig flagged for its own timing (a
+    loaded shared box) is made again, up to three times; each flagged attempt's reasons are
+    kept for the failure message."""
     if "demo" not in _RUNS:
         import rig
 
-        proc, url = start_sim("--latency-ms", "300", "--endpoint-silence-ms", "300",
-                              "--reply-s", "0.6")  # fmt: skip
-        try:
-            out = factory.mktemp("runs")
-            result = rig.run("builtin:demo", target=url, out=str(out), run_id="demo",
-                             concurrency=3, headless=True, max_s=30.0)  # fmt: skip
-        finally:
-            stop_sim(proc)
-        assert result.ok, result.statuses
-        _RUNS["demo"] = result.run_dir
+        flagged: list[str] = []
+        for attempt in range(3):
+            proc, url = start_sim("--latency-ms", "300", "--endpoint-silence-ms", "300",
+                                  "--reply-s", "0.6")  # fmt: skip
+            try:
+                out = factory.mktemp("runs")
+                result = rig.run("builtin:demo", target=url, out=str(out), run_id="demo",
+                                 concurrency=3, headless=True, max_s=30.0)  # fmt: skip
+            finally:
+                stop_sim(proc)
+            assert set(result.statuses.values()) == {"ok"}, result.statuses
+            if result.ok:
+                _RUNS["demo"] = result.run_dir
+                break
+            flagged += [f"attempt {attempt}: {_timing_reasons(result.run_dir)}"]
+        else:
+            pytest.fail(f"the rig's own timing failed in every attempt: {flagged}")
     return _RUNS["demo"]
+
+
+def _timing_reasons(run: Path) -> dict[str, Any]:
+    return {
+        p.parent.name: json.loads(p.read_text()).get("rig_timing", {}).get("reasons")
+        for p in run.glob("rollouts/*/metrics.json")
+    }
 
 
 def broken_copy(run: Path, dest: Path) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 TIMING_FAILED = "the rig's own timing failed"
 
@@ -24,3 +25,15 @@ def assert_run_ok(returncode: int | None, stderr: str | None, run_dir: str | Pat
     assert metrics, f"no rollouts in {run_dir}"
     assert all(m["status"] == "ok" for m in metrics), [m["status"] for m in metrics]
     assert any(m.get("timing_valid") is False for m in metrics), stderr[-3000:]
+
+
+def assert_result_ok(result: Any) -> None:
+    """The same for an API result (rig.RunResult): ok, or every rollout ok and only the rig's
+    own timing flagged (its exit code is 3 then, and the reasons are in each rollout)."""
+    if result.ok:
+        return
+    assert all(r.status == "ok" for r in result.rollouts), result.statuses
+    assert result.exit_code == 3 and any(r.timing_valid is False for r in result.rollouts), (
+        result.exit_code,
+        result.statuses,
+    )
