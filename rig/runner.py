@@ -140,6 +140,7 @@ class Runner:
         #: one loop, one watch: every session's verdict reads the same monitor
         self.watch = LoopWatch(self.clock, backlog=lambda: self.writer.backlog)
         self.progress = progress or (lambda line: None)
+        self.io = realtime.IoThreads()  # blocking calls, on threads started before streaming
         self.results: dict[str, dict[str, Any]] = {}
         #: why the run stopped starting rollouts (a full disk), None while it goes on
         self.stop_reason: str | None = None
@@ -243,7 +244,7 @@ class Runner:
         for spec in specs:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
-                self.results[spec.rollout_id] = await asyncio.to_thread(
+                self.results[spec.rollout_id] = await self.io.run(
                     read_json, os.path.join(d, "metrics.json")
                 )
                 self.progress(f"{spec.rollout_id}: already done, skipped")
@@ -261,6 +262,7 @@ class Runner:
                     await self.clock.sleep_until(start)
                 self.results[spec.rollout_id] = await self._run_one(spec, open_gate)
 
+        await self.io.start()
         try:
             # no full GC and a 1 ms GIL switch interval while streaming (rig/realtime.py)
             with realtime.streaming():
@@ -270,6 +272,7 @@ class Runner:
                 finally:
                     await self.watch.stop()
         finally:
+            await self.io.stop()
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
@@ -309,7 +312,7 @@ class Runner:
         publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
-            await asyncio.to_thread(move_aside, d)  # disk work off the audio loop
+            await self.io.run(move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
             session = Session(
@@ -390,7 +393,7 @@ class Runner:
                 }
                 if self.writer.disk_full(d):
                     self._stop(f"the disk is full: {write_error}")
-                metrics = await asyncio.to_thread(analyze_log, metrics, log)
+                metrics = await self.io.run(analyze_log, metrics, log)
                 metrics = {**metrics, "timing": {"error": "not analysed: files incomplete"}}
                 metrics["pass"] = None
             elif self.analyze:
@@ -411,14 +414,14 @@ class Runner:
                 )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
-                metrics = await asyncio.to_thread(analyze_log, metrics, log)
+                metrics = await self.io.run(analyze_log, metrics, log)
             if self.analysis_error:
                 metrics = {**metrics, "timing": {"error": self.analysis_error}, "pass": None}
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, BrokenProcessPool):
                 self._pool = None  # a crashed worker: start a fresh one next time
             if "clock_fit" not in metrics or metrics.get("clock_fit") is None:
-                metrics = await asyncio.to_thread(analyze_log, metrics, log)
+                metrics = await self.io.run(analyze_log, metrics, log)
             metrics = {
                 **metrics,
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},
@@ -440,7 +443,7 @@ class Runner:
             write_json_atomic(os.path.join(d, "metrics.json"), metrics)
 
         try:
-            await asyncio.to_thread(write)
+            await self.io.run(write)
         except OSError as exc:
             text = describe_os_error(exc)
             if exc.errno in DISK_FULL_ERRNOS:
