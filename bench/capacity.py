@@ -4,6 +4,7 @@ reference system until uplink lateness p99 passes 5 ms or a frame stalls, beside
 
     python bench/capacity.py                          # default ramp 10 25 50 75 100 150 200
     python bench/capacity.py --steps 25 50 100 --seconds 6 --echo-steps 100 200 400
+    python bench/capacity.py --steps 25 50 --echo-steps 100 200 --loop asyncio uvloop
 
 Per step, in one run and side by side: N, pooled uplink send lateness p50/p99/max over every
 frame of every rollout (chunks.jsonl: send time minus deadline, the rig's own stamps on the
@@ -15,6 +16,10 @@ the RSS growth of this process per rollout. The ramp stops at the first step pas
 `max rollouts` is the last step within it. The anchor: N paced echo streams (20 ms frames of
 640 bytes, absolute deadlines on the same timerfd clock) against a bare `websockets` echo
 server in its own process: no recording, no analysis, no dialect.
+
+--loop asyncio uvloop runs every step (rig and anchor) once per event loop implementation,
+alternating, in one run: the rig's ratio beside the anchor's. uvloop is not a dependency of
+rig; `pip install uvloop` for this comparison. The reference system stays on asyncio in both.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
@@ -105,6 +112,15 @@ def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
 #: the writer as it was (a flush and WAV header rewrite per record) and as it is (10 ms
 #: batches, headers every 10th batch), for side-by-side CPU per frame
 WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10)}
+
+
+def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """`asyncio.run` on the standard loop or on uvloop (one fresh loop per step either way)."""
+    if loop == "asyncio":
+        return asyncio.run(coro)
+    import uvloop
+
+    return uvloop.run(coro)
 
 
 async def rig_step(
@@ -255,6 +271,10 @@ def main() -> None:
         help="writer modes, alternated at every step (side by side)",
     )  # fmt: skip
     ap.add_argument("--sim-workers", type=int, default=1, help="rig sim --workers N")
+    ap.add_argument(
+        "--loop", nargs="+", choices=["asyncio", "uvloop"], default=["asyncio"],
+        help="event loops, alternated at every step (rig and echo anchor, side by side)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; load average at start "
@@ -267,10 +287,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             for n in args.steps:
                 rows = []
-                for w in args.writer:
-                    row = asyncio.run(
-                        rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
-                    )
+                for w, lp in itertools.product(args.writer, args.loop):
+                    step = rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
+                    row = {**run_on(lp, step), "loop": lp}
                     row["load1"] = round(os.getloadavg()[0], 2)
                     rows.append(row)
                     print(json.dumps({"rig": row}), flush=True)
@@ -278,11 +297,14 @@ def main() -> None:
                 if not any(within(r) for r in rows) and not args.no_stop:
                     break
         for n in args.echo_steps:
-            row = asyncio.run(echo_step(echo_url, n, args.seconds, args.rt_priority))
-            row["load1"] = round(os.getloadavg()[0], 2)
-            echo_rows.append(row)
-            print(json.dumps({"echo": row}), flush=True)
-            if not within(row) and not args.no_stop:
+            rows = []
+            for lp in args.loop:
+                step = echo_step(echo_url, n, args.seconds, args.rt_priority)
+                row = {**run_on(lp, step), "loop": lp, "load1": round(os.getloadavg()[0], 2)}
+                rows.append(row)
+                print(json.dumps({"echo": row}), flush=True)
+            echo_rows += rows
+            if not any(within(r) for r in rows) and not args.no_stop:
                 break
     finally:
         for p in (sim, echo):
@@ -293,11 +315,19 @@ def main() -> None:
     best, ebest = max(ok) if ok else 0, max(eok) if eok else 0
     print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
           f"recorded) vs {ebest} (bare echo)")  # fmt: skip
-    print(table(rig_rows, ["n", "writer", "p50_ms", "p99_ms", "max_ms", "stalls", "timing_valid",
-                           "rig_us_per_frame", "sim_us_per_frame", "rss_mb_per_rollout",
-                           "load1"]))  # fmt: skip
+    print(table(rig_rows, ["n", "writer", "loop", "p50_ms", "p99_ms", "max_ms", "stalls",
+                           "timing_valid", "rig_us_per_frame", "sim_us_per_frame",
+                           "rss_mb_per_rollout", "load1"]))  # fmt: skip
     print()
-    print(table(echo_rows, ["n", "p50_ms", "p99_ms", "stalls", "load1"]))
+    print(table(echo_rows, ["n", "loop", "p50_ms", "p99_ms", "stalls", "load1"]))
+    if len(args.loop) > 1:
+        print("\nrig CPU per stream-frame, uvloop / asyncio (same step):")
+        for n in sorted({r["n"] for r in rig_rows}):
+            by = {r["loop"]: r for r in rig_rows if r["n"] == n and r["writer"] == args.writer[0]}
+            a, u = by.get("asyncio", {}), by.get("uvloop", {})
+            if a.get("rig_us_per_frame") and u.get("rig_us_per_frame"):
+                ua, aa = u["rig_us_per_frame"], a["rig_us_per_frame"]
+                print(f"  n={n}: {ua} / {aa} us = {ua / aa:.2f}")
 
 
 if __name__ == "__main__":
