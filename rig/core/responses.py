@@ -14,6 +14,11 @@ from typing import Any
 
 import numpy as np
 
+# numpy (2.x) imports numpy.ma on the first np.percentile; that first call is in the first
+# finished rollout's metrics, built on the audio loop while other rollouts stream, and the
+# import took 15-22 ms there (tests/test_loop_imports.py): import it with this module instead
+import numpy.ma  # noqa: F401, E402
+
 
 @dataclass(frozen=True, slots=True)
 class Onset:
