@@ -219,6 +219,8 @@ class FleetCollector:
             await self._serve(reader)
         except (OSError, asyncio.IncompleteReadError, ValueError, ProtocolError, TimeoutError):
             pass  # a broken or hostile link: it ends; the run and the other shards go on
+        except asyncio.CancelledError:
+            pass  # stop(): ends quietly (asyncio's server callback reads the task's result)
         finally:
             writer.close()
             if task is not None:
