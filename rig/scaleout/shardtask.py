@@ -107,6 +107,7 @@ def run_shard(
             "host": socket.gethostname(),
             "returncode": proc.wait(),
             "results": mode,
+            "staging": local_out if outbox is not None else None,
             "tail": list(tail),
         }
     finally:

@@ -200,16 +200,21 @@ class FleetCollector:
         addr = self._server.sockets[0].getsockname()
         return str(addr[0]), int(addr[1])
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop listening; read what the shards sent before they ended (their links are at
+        EOF, or will be within `grace_s`), then drop what is left."""
         if self._server is not None:
             self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace_s)
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
