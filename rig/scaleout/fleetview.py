@@ -25,6 +25,7 @@ from rig.telemetry import events as ev
 from rig.telemetry.bus import EventBus
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleetlink import CollectorStats, FleetCollector, Hello
+from rig.telemetry.viewproc import ViewProcess
 
 START_TIMEOUT_S = 30.0
 
@@ -127,8 +128,6 @@ class FleetMonitor:
         self.address = f"[{shown}]:{port}" if ":" in shown else f"{shown}:{port}"
         try:
             if not self.headless:
-                from rig.telemetry.viewproc import ViewProcess
-
                 view = ViewProcess(
                     bus,
                     detail=self.detail,
