@@ -103,14 +103,20 @@ class Outbox:
             yield from pack(d, name)
         for name in sorted(os.listdir(self.shard_dir)) if os.path.isdir(self.shard_dir) else []:
             path = os.path.join(self.shard_dir, name)
-            if not os.path.isfile(path) or name.startswith("."):
+            if name.startswith(".") or ".tmp." in name:  # an atomic write's temp file
                 continue
-            st = os.stat(path)
-            if self._top.get(name) == (st.st_mtime_ns, st.st_size) and not final:
+            try:
+                st = os.stat(path)
+                if not os.path.isfile(path):
+                    continue
+                if self._top.get(name) == (st.st_mtime_ns, st.st_size) and not final:
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:  # replaced or removed while we looked: the next poll
                 continue
             self._top[name] = (st.st_mtime_ns, st.st_size)
-            with open(path, "rb") as f:
-                yield Piece("file", name, f.read())
+            yield Piece("file", name, data)
 
 
 def pack(rollout_dir: str, name: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piece]:

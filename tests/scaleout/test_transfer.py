@@ -36,6 +36,7 @@ def test_what_ended_travels_in_pieces_and_lands_whole(tmp_path: Path) -> None:
     driver = tmp_path / "driver" / "run-shard-0-of-2"
     (node).mkdir(parents=True)
     (node / "manifest.json").write_text('{"status": "running"}')
+    (node / "manifest.json.tmp.1.2").write_text('{"status": "half')  # mid atomic write
     big = _rollout(node, "big", wav_bytes=300_000)
     _rollout(node, "small", status="error")  # ended with a status of its own: sent too
     _rollout(node, "streaming", status=None)  # no metrics.json yet: not sent
@@ -62,6 +63,7 @@ def test_what_ended_travels_in_pieces_and_lands_whole(tmp_path: Path) -> None:
     inbox.close()
     assert sorted(os.listdir(driver / "rollouts")) == ["big", "small", "streaming"]
     assert json.loads((driver / "manifest.json").read_text()) == {"status": "done"}
+    assert sorted(os.listdir(driver)) == ["manifest.json", "rollouts"]  # no temp file came
     assert not (driver / INCOMING).exists()
     assert inbox.stats.rollouts == 3 and inbox.stats.bytes > 300_000
 
