@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rig.errors import ConfigError
@@ -136,7 +136,7 @@ def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
                 f"{previous} (or give a new --run-id)"
             )
         engine["nodes"] = ray_engine.nodes()
-        monitor = _fleet_monitor(args, run_id, rollout_ids, out, count, progress)
+        monitor = _fleet_monitor(args, run_id, rollout_ids, out, count)
         nonce, marker = _results_marker(args.results, out, run_id)
         say = monitor.line
         say(
@@ -150,7 +150,7 @@ def run_engine(args: argparse.Namespace, rollout_ids: Sequence[str]) -> int:
             rollout_ids=rollout_ids,
             count=count,
             cpus_per_shard=args.ray_cpus_per_shard,
-            progress=lambda line: say(f"rig run --engine ray: {line}"),
+            progress=lambda line: monitor.notice(f"rig run --engine ray: {line}"),
             results=args.results,
             nonce=nonce,
             env={TOKEN_ENV: monitor.token},
@@ -191,7 +191,6 @@ def _fleet_monitor(
     rollout_ids: Sequence[str],
     out: str,
     count: int,
-    progress: Callable[[str], None],
 ) -> Any:
     """The driver's view of every shard (rig.scaleout.fleetview), listening before they start."""
     from rich.console import Console

@@ -66,6 +66,7 @@ class FleetMonitor:
         self._skipped = len(self.results)
         self._emit = emit
         self._view: Any = None
+        self._held: list[str] = []
         self._thread = threading.Thread(target=self._thread_main, name="fleet-view", daemon=True)
         self._started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -78,6 +79,14 @@ class FleetMonitor:
     def line(self, text: str) -> None:
         """A progress line, printed unless the live view is drawing."""
         if not self.view_alive:
+            self._emit(text)
+
+    def notice(self, text: str) -> None:
+        """A line that must be read (a shard lost, its last output): printed now, or once
+        the live view has closed."""
+        if self.view_alive:
+            self._held.append(text)
+        else:
             self._emit(text)
 
     def start(self) -> str:
@@ -98,6 +107,9 @@ class FleetMonitor:
                 pass
         if self._thread.is_alive():
             self._thread.join(START_TIMEOUT_S)
+        held, self._held = self._held, []
+        for text in held:
+            self._emit(text)
 
     def _thread_main(self) -> None:
         try:
