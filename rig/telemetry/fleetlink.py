@@ -292,6 +292,9 @@ class FleetUplink:
     async def __aenter__(self) -> FleetUplink:
         self.feed.start()
         self._thread.start()
+        # let the feed's periodic task reach its first wait: ViewFeed.stop sends the last frame
+        # from there (a task that never ran would send nothing: a shard that ends at once)
+        await asyncio.sleep(0)
         return self
 
     async def __aexit__(
