@@ -1,8 +1,9 @@
 """`rig run --engine ray` on a real two-node Ray cluster against `rig sim`.
 
 One cluster (two raylets on loopback, 2 declared CPUs each: one shard per node), one sim.
-Run 1: the second node is removed (Ray kills its raylet and workers; the shard process
-dies with its worker) once its shard has finished a rollout: its unfinished
+Both ways results travel (`--results auto`: the shared --out; `object-store`: through Ray,
+rollout by rollout). Run 1: the second node is removed (Ray kills its raylet and workers;
+the shard process dies with its worker) once its shard has finished a rollout: its unfinished
 rollouts end `error` / `node lost`, the other shard completes, the merged run says where
 each rollout ran. Run 2, the same command: only the lost rollouts are redone, the set is
 complete with no duplicates (the one node left runs both shards in turn); statuses and
@@ -61,14 +62,15 @@ def _shard_on(out: Path, node_id: str) -> int | None:
 
 @pytest.mark.realtime
 @pytest.mark.timeout(180)
-def test_fleet_on_two_ray_nodes_loses_only_the_dead_nodes_rollouts(tmp_path) -> None:
+@pytest.mark.parametrize("results", ["auto", "object-store"])
+def test_fleet_on_two_ray_nodes_loses_only_the_dead_nodes_rollouts(tmp_path, results) -> None:
     out = tmp_path / "out"
     slices = split(IDS, 2)
     proc, url = start_sim("--latency-ms", "150", "--endpoint-silence-ms", "250", "--reply-s", "0.3")
     try:
         with two_node_cluster() as cluster:
             worker = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
-            ray_args = ("--engine", "ray", "--ray-address", cluster.address)
+            ray_args = ("--engine", "ray", "--ray-address", cluster.address, "--results", results)
             first = subprocess.Popen(
                 _cmd(url, out, *ray_args),
                 stdout=subprocess.PIPE,
@@ -97,6 +99,10 @@ def test_fleet_on_two_ray_nodes_loses_only_the_dead_nodes_rollouts(tmp_path) -> 
             assert shard_nodes[f"{k}/2"] == worker.node_id
             assert len(set(shard_nodes.values())) == 2  # one shard per node: 2 CPUs each
             assert len(m1["engine"]["nodes"]) == 2
+            # auto: this machine's --out is shared; object-store: what ended came back
+            # through Ray before the node died, so only its unfinished rollouts are lost
+            want = "shared" if results == "auto" else "object-store"
+            assert m1["engine"]["shards"][1 - k]["results"] == want
             for rid in IDS:
                 j = 0 if rid in slices[0] else 1
                 assert m1["rollout_nodes"][rid]["node"] == shard_nodes[f"{j}/2"]

@@ -152,6 +152,18 @@ async def _run_specs(
                 )
         elif getattr(args, "device_clock", None):
             raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
+        uplink = None
+        if getattr(args, "fleet_feed", None):  # a shard of an engine: telemetry to its driver
+            from rig.telemetry.fleetlink import FleetUplink, fleet_hello
+
+            uplink = await stack.enter_async_context(
+                FleetUplink(
+                    bus,
+                    args.fleet_feed,
+                    fleet_hello(args.shard, getattr(args, "node_id", None), clock),
+                    clock=clock,
+                )
+            )
         bus.publish(
             ev.run(
                 runner.run_id,
@@ -178,6 +190,8 @@ async def _run_specs(
         stack.callback(ticker.cancel)
         try:
             await runner.run(specs)
+            if uplink is not None and uplink.error:
+                progress(f"rig: {uplink.error} (the run went on without it)")
         finally:
             if probing is not None and device_probe is not None:
                 probing.cancel()

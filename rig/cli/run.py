@@ -80,6 +80,7 @@ def add_parser(sub: Any) -> None:
         "id, into the run directory <run-id>-shard-K-of-N; combine slices with rig merge",
     )
     g.add_argument("--node-id", help=argparse.SUPPRESS)  # set by an engine: metrics.json node
+    g.add_argument("--fleet-feed", help=argparse.SUPPRESS)  # set by an engine: HOST:PORT
     add_engine_options(g)
 
 

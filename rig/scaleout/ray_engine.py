@@ -26,48 +26,41 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
-import subprocess
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ray
 
+from rig.errors import RigError
 from rig.scaleout.lost import NODE_LOST, mark_lost
 from rig.scaleout.shards import read_json
+from rig.scaleout.shardtask import run_shard
+from rig.scaleout.transfer import Inbox, Piece, seed
 from rig.shard import split
+
+#: pieces a shard may have in flight before it waits for the driver to take them (8 MiB each)
+BACKPRESSURE = 4
 
 
 @ray.remote(max_retries=0)
-def shard_task(rig_args: list[str]) -> dict[str, Any]:
-    """One shard in its own process on whichever node Ray chose; its exit status back."""
+def shard_task(rig_args: list[str], options: dict[str, Any]) -> Iterator[Any]:
+    """One shard in its own process on whichever node Ray chose (rig.scaleout.shardtask):
+    its results in pieces through the object store (or none: a shared --out), then its
+    outcome."""
     node = ray.get_runtime_context().get_node_id()
-    cmd = [
-        sys.executable,
-        "-m",
-        "rig.scaleout.shardproc",
-        str(os.getpid()),
-        *rig_args,
-        "--node-id",
-        node,
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:  # forwarded to the driver by Ray, line by line
-        print(line, end="", flush=True)
-    return {"node": node, "host": socket.gethostname(), "returncode": proc.wait()}
+    yield from run_shard(rig_args, node=node, **options)
 
 
 def connect(address: str | None, *, object_store_mb: int = 100) -> dict[str, Any]:
     """Join the cluster at `address`, or start a small local Ray (a laptop)."""
     if address:
-        ray.init(address=address, logging_level=logging.WARNING)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     else:
         ray.init(
             object_store_memory=object_store_mb << 20,
             include_dashboard=False,
             logging_level=logging.WARNING,
+            log_to_driver=False,  # a shard's lines come back in its outcome: never over the view
         )
     return {"address": address or "local", "ray_version": ray.__version__}
 
@@ -103,36 +96,111 @@ def run_shards(
     count: int,
     cpus_per_shard: float,
     progress: Callable[[str], None],
+    results: str = "shared",
+    nonce: str = "",
+    env: Mapping[str, str] | None = None,
+    echo: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run every shard as a Ray task; mark what dead shards left unfinished."""
+    """Run every shard as a Ray task, take its results in, mark what dead shards left
+    unfinished."""
     slices = split(rollout_ids, count)
-    refs = {}
+    tasks: list[tuple[Any, int]] = []
     for k in range(count):
-        args = [*rig_args, "--out", out, "--run-id", run_id, "--shard", f"{k}/{count}"]
-        ref = shard_task.options(num_cpus=cpus_per_shard, scheduling_strategy="SPREAD").remote(args)
-        refs[ref] = k
+        name = f"{run_id}-shard-{k}-of-{count}"
+        options = {
+            "out": out,
+            "shard_name": name,
+            "results": results,
+            "nonce": nonce,
+            "seed": seed(os.path.join(out, name)) if results != "shared" else None,
+            "env": dict(env or {}),
+            "echo": echo,
+        }
+        args = [*rig_args, "--run-id", run_id, "--shard", f"{k}/{count}"]
+        task: Any = shard_task
+        stream = task.options(
+            num_cpus=cpus_per_shard,
+            scheduling_strategy="SPREAD",
+            _generator_backpressure_num_objects=BACKPRESSURE,
+        ).remote(args, options)
+        tasks.append((stream, k))
+    finals: dict[int, dict[str, Any]] = {}
+    inboxes: dict[int, Inbox] = {}
     outcomes: dict[int, dict[str, Any]] = {}
-    pending = list(refs)
+    pending = [g for g, _ in tasks]
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
-        k = refs[ready[0]]
-        try:
-            result: dict[str, Any] = ray.get(ready[0])
-            lost = _lost_reason(result["returncode"])
-        except ray.exceptions.RayError as exc:
-            result = {"node": None, "host": None, "returncode": None}
-            lost = f"{NODE_LOST}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        gen: Any = ready[0]  # an ObjectRefGenerator: next() is the shard's next item
+        k = next(i for g, i in tasks if g is gen)
         shard_dir = os.path.join(out, f"{run_id}-shard-{k}-of-{count}")
-        outcome = {"shard": f"{k}/{count}", "dir": shard_dir, **result, "lost": lost}
-        if lost is not None:
-            placement = _placement(shard_dir, k, count, result)
-            outcome["node"] = placement["node"]
-            outcome["marked"] = mark_lost(shard_dir, slices[k], lost, placement)
-            progress(f"shard {k}/{count}: {lost}; {len(outcome['marked'])} rollouts marked")
-        else:
-            progress(f"shard {k}/{count}: exit {result['returncode']} on node {result['node']}")
-        outcomes[k] = outcome
+        try:
+            item = ray.get(next(gen))
+        except StopIteration:
+            outcomes[k] = _outcome(k, count, shard_dir, finals.get(k), None, slices, progress)
+            _close(inboxes.pop(k, None), outcomes[k])
+            continue
+        except ray.exceptions.RayError as exc:
+            lost = f"{NODE_LOST}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            outcomes[k] = _outcome(k, count, shard_dir, None, lost, slices, progress)
+            _close(inboxes.pop(k, None), outcomes[k])
+            continue
+        pending.append(gen)
+        if isinstance(item, Piece):
+            inbox = inboxes.get(k) or inboxes.setdefault(k, Inbox(shard_dir))
+            try:
+                inbox.take(item)
+            except RigError as exc:  # that rollout stays unfinished: marked, redone next time
+                progress(f"shard {k}/{count}: a transfer failed: {exc}")
+        elif isinstance(item, dict):
+            finals[k] = item
     return [outcomes[k] for k in range(count)]
+
+
+def _outcome(
+    k: int,
+    count: int,
+    shard_dir: str,
+    final: dict[str, Any] | None,
+    lost: str | None,
+    slices: list[list[str]],
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """What became of shard k: its exit, where it ran, what it lost (marked)."""
+    result = dict(final or {"node": None, "host": None, "returncode": None})
+    tail = result.pop("tail", None) or []
+    if lost is None:
+        code = result.get("returncode")
+        lost = (
+            _lost_reason(code)
+            if isinstance(code, int)
+            else f"{NODE_LOST}: the shard ended without an outcome"
+        )
+    outcome = {"shard": f"{k}/{count}", "dir": shard_dir, **result, "lost": lost}
+    if lost is not None:
+        placement = _placement(shard_dir, k, count, result)
+        outcome["node"] = placement["node"]
+        outcome["marked"] = mark_lost(shard_dir, slices[k], lost, placement)
+        progress(f"shard {k}/{count}: {lost}; {len(outcome['marked'])} rollouts marked")
+    else:
+        progress(f"shard {k}/{count}: exit {result['returncode']} on node {result['node']}")
+    if tail and (lost is not None or result.get("returncode") not in (0, 3)):
+        progress(f"shard {k}/{count}: its last lines:\n  " + "\n  ".join(tail[-15:]))
+    return outcome
+
+
+def _close(inbox: Inbox | None, outcome: dict[str, Any]) -> None:
+    """The shard's stream ended: what came in through the object store, in its outcome."""
+    if inbox is None:
+        return
+    inbox.close()
+    st = inbox.stats
+    outcome["transfer"] = {
+        "rollouts": st.rollouts,
+        "files": st.files,
+        "bytes": st.bytes,
+        "duplicates": st.duplicates,
+        "moved_aside": st.moved_aside,
+    }
 
 
 def _lost_reason(returncode: int) -> str | None:

@@ -18,6 +18,9 @@ BASE = ["run", "builtin:demo", "--target", "ws://127.0.0.1:9/", "--headless"]
         (["--engine", "ray", "--shard", "0/2"], "drop --shard"),
         (["--engine", "ray", "--shards", "0"], "--shards must be"),
         (["--engine", "ray", "--ray-cpus-per-shard", "0"], "--ray-cpus-per-shard must be"),
+        (["--results", "object-store"], "go with --engine ray"),
+        (["--fleet-listen", "0.0.0.0:7070"], "go with --engine ray"),
+        (["--engine", "ray", "--fleet-listen", "nohost"], "--fleet-listen wants HOST:PORT"),
         (
             ["--engine", "ray", "--transport", "device", "--output", "x", "--input", "y"],
             "not over this sound card",

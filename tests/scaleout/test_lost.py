@@ -40,7 +40,8 @@ def test_shard_argv_drops_what_the_driver_sets() -> None:
     argv = [
         "run", "builtin:demo", "--target", "ws://h:1/", "--engine", "ray", "--ray-address=a:1",
         "--out", "o", "--run-id", "r", "--shards", "3", "--headless", "--concurrency", "2",
-        "--ray-cpus-per-shard", "1",
+        "--ray-cpus-per-shard", "1", "--results", "object-store", "--fleet-listen=0.0.0.0:1",
+        "--detail", "x",
     ]  # fmt: skip
     assert shard_argv(argv) == [
         "run", "builtin:demo", "--target", "ws://h:1/", "--concurrency", "2", "--headless",

@@ -20,7 +20,11 @@ OBJECT_STORE_BYTES = 100 << 20
 
 
 @contextlib.contextmanager
-def two_node_cluster(cpus_per_node: int = 2) -> Iterator[Any]:
+def two_node_cluster(
+    cpus_per_node: int = 2, env: tuple[dict[str, str], dict[str, str]] | None = None
+) -> Iterator[Any]:
+    """`env`: environment of the head's and the second node's raylets (and so of their
+    workers), e.g. a staging directory of each node's own."""
     from ray.cluster_utils import Cluster
 
     node = {
@@ -31,9 +35,11 @@ def two_node_cluster(cpus_per_node: int = 2) -> Iterator[Any]:
     # the head node installs a SIGTERM handler in this process (kill its raylets, then
     # sys.exit(1)): right while the cluster lives, wrong for every later test: put it back
     sigterm = signal.getsignal(signal.SIGTERM)
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    head_env, worker_env = env or ({}, {})
+    head = {**node, "include_dashboard": False, **({"env_vars": head_env} if head_env else {})}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
-        cluster.add_node(**node)
+        cluster.add_node(**node, **({"env_vars": worker_env} if worker_env else {}))
         cluster.wait_for_nodes()
         yield cluster
     finally:
