@@ -126,16 +126,16 @@ class DatagramRelay:
 
     async def _command(self, cmd: dict[str, Any]) -> dict[str, Any]:
         op = cmd["op"]
+        if op not in ("open", "far", "close"):
+            raise ValueError(f"unknown op {op!r}")
         if op == "open":
             return await self._open((str(cmd["rig"][0]), int(cmd["rig"][1])), str(cmd["far_bind"]))
         flow = self.flows[int(cmd["flow"])]
         if op == "far":
             flow.far_addr = (str(cmd["addr"][0]), int(cmd["addr"][1]))
             return {"ok": True}
-        if op == "close":
-            self._close(flow)
-            return {"ok": True, "stray": flow.stray}
-        raise ValueError(f"unknown op {op!r}")
+        self._close(flow)  # op == "close"
+        return {"ok": True, "stray": flow.stray}
 
     async def _open(self, rig_addr: tuple[str, int], far_bind: str) -> dict[str, Any]:
         loop = asyncio.get_running_loop()

@@ -5,8 +5,8 @@
 it carries the offer and the answer (rig.net.sdpcand rewrites the candidates). The rig talks
 to the child over a SOCK_SEQPACKET socket pair (rig.relay.datagram has the messages).
 
-Protocol on stdout: `ready` once the child serves; after SIGTERM (or the control socket
-closing) it flushes impair.jsonl and prints `done FLOWS DATAGRAMS STRAY ERRORS`.
+Protocol on stdout: `ready` once the child serves; when the control socket closes (or on
+SIGTERM) it flushes impair.jsonl and prints `done FLOWS DATAGRAMS STRAY ERRORS`.
 """
 
 from __future__ import annotations
@@ -124,13 +124,15 @@ class UdpRelay:
             self._control = None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=10)
+        try:  # the control socket's end is the child's cue: it flushes the log and exits
+            out, _ = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
         for line in out.splitlines():
             parts = line.split()
             if len(parts) == 5 and parts[0] == "done":

@@ -115,9 +115,7 @@ def test_loss_counted_by_rtcp_and_the_rig_matches_the_relay_log(tmp_path: Path) 
     base = next(r["rtp_seq"] for r in up if r["fate"] == "delivered")
     for rr in rrs:
         top = _rel(rr["highest_seq"] & 0xFFFF, base)
-        dropped = sum(
-            1 for r in up if r["fate"] == "lost" and 0 < _rel(r["rtp_seq"], base) <= top
-        )
+        dropped = sum(1 for r in up if r["fate"] == "lost" and 0 < _rel(r["rtp_seq"], base) <= top)
         assert rr["packets_lost"] == dropped, (rr, dropped)
 
     # downlink: the rig's own RFC 3550 accounting of the sim's stream, at the end
