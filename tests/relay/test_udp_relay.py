@@ -9,6 +9,7 @@ import struct
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rig.errors import ProtocolError
@@ -145,12 +146,15 @@ async def test_relay_process_delays_drops_and_logs_every_datagram(tmp_path: Path
         got = {seq: t for seq, t, _ in rx.got}
         assert set(got) == set(delivered), "received exactly what the log says was delivered"
         assert all(addr == src for _, _, addr in rx.got)  # it comes from the relay's socket
+        rest_ms = []
         for seq, t_rx in got.items():
             r = delivered[seq]
             assert r["t_out_ns"] - r["t_in_ns"] >= want_ms * 1e6
-            # what the receiver measured is what the log holds, plus the two kernel hops
+            # what the receiver measured is what the log holds, plus the two kernel hops and
+            # the receiving loop's wake-up (this test's own loop: late under load, never early)
             one_way_ms = (t_rx - sent[(direction, seq)]) / 1e6
-            assert 0.0 <= one_way_ms - (r["t_out_ns"] - r["t_in_ns"]) / 1e6 <= 5.0, r
+            rest_ms.append(one_way_ms - (r["t_out_ns"] - r["t_in_ns"]) / 1e6)
+        assert min(rest_ms) >= 0.0 and float(np.median(rest_ms)) < 2.0, sorted(rest_ms)
         assert all(r["t_out_ns"] is None for r in mine if r["fate"] == "lost")
 
 
