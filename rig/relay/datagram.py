@@ -20,9 +20,11 @@ when lost), `delay_ns`, `fate` (delivered | duplicated | lost | queue_drop), `ex
 and for RTP `ssrc`, `rtp_seq`, `rtp_ts`, `pt`; for RTCP `ssrc`, `rtcp_pt`.
 
 Control (from the rig, over a SOCK_SEQPACKET socket, one JSON object per message):
-`{"op": "open", "rig": [host, port], "far_bind": host}` -> `{"flow", "rig_side", "far_side"}`;
-`{"op": "far", "flow", "addr": [host, port]}`; `{"op": "close", "flow"}`; replies carry
-`"ok": true` or `"error"`.
+`{"op": "open", "rig": [host, port] | null, "far_bind": host, "local_bind": host, "flip":
+bool}` -> `{"flow", "rig_side", "far_side"}`; `{"op": "far" | "local", "flow", "addr": [host,
+port]}` (the far end's candidate, the local peer's when it was not known at open);
+`{"op": "close", "flow"}`; replies carry `"ok": true` or `"error"`. `flip` is for `rig sim`,
+whose local peer is the system: its datagrams go "down" (towards the rig).
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ def classify(data: bytes) -> dict[str, Any]:
 
 
 class _Side(asyncio.DatagramProtocol):
-    def __init__(self, relay: DatagramRelay, flow: Flow, direction: str) -> None:
-        self.relay, self.flow, self.direction = relay, flow, direction
+    def __init__(self, relay: DatagramRelay, flow: Flow, side: str) -> None:
+        self.relay, self.flow, self.side = relay, flow, side
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.relay.arrived(self.flow, self.direction, data, (addr[0], addr[1]))
+        self.relay.arrived(self.flow, self.side, data, (addr[0], addr[1]))
 
     def error_received(self, exc: Exception) -> None:
         self.flow.errors += 1  # ICMP unreachable after a peer closed: not the relay's fault
@@ -72,13 +74,17 @@ class _Side(asyncio.DatagramProtocol):
 
 @dataclass(eq=False)
 class Flow:
+    """One peer connection: the local peer (the rig's, or with `flip` the sim's) behind the
+    local side, the far end behind the far side. `up` is always towards the system."""
+
     flow_id: int
-    rig_addr: tuple[str, int]
+    rig_addr: tuple[str, int] | None  # the local peer's candidate (None until told)
     up: DatagramLink
     down: DatagramLink
+    flip: bool = False  # the local peer is the system (rig sim): local -> far is "down"
     far_addr: tuple[str, int] | None = None
-    rig_side: asyncio.DatagramTransport | None = None  # receives up, sends down
-    far_side: asyncio.DatagramTransport | None = None  # receives down, sends up
+    rig_side: asyncio.DatagramTransport | None = None  # faces the local peer
+    far_side: asyncio.DatagramTransport | None = None  # faces the far end
     seq: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
     stray: int = 0
     errors: int = 0
@@ -126,18 +132,30 @@ class DatagramRelay:
 
     async def _command(self, cmd: dict[str, Any]) -> dict[str, Any]:
         op = cmd["op"]
-        if op not in ("open", "far", "close"):
+        if op not in ("open", "far", "local", "close"):
             raise ValueError(f"unknown op {op!r}")
         if op == "open":
-            return await self._open((str(cmd["rig"][0]), int(cmd["rig"][1])), str(cmd["far_bind"]))
+            rig = cmd.get("rig")
+            return await self._open(
+                None if rig is None else (str(rig[0]), int(rig[1])),
+                str(cmd["far_bind"]),
+                str(cmd.get("local_bind") or "127.0.0.1"),
+                bool(cmd.get("flip")),
+            )
         flow = self.flows[int(cmd["flow"])]
-        if op == "far":
-            flow.far_addr = (str(cmd["addr"][0]), int(cmd["addr"][1]))
+        if op in ("far", "local"):
+            addr = (str(cmd["addr"][0]), int(cmd["addr"][1]))
+            if op == "far":
+                flow.far_addr = addr
+            else:
+                flow.rig_addr = addr
             return {"ok": True}
         self._close(flow)  # op == "close"
         return {"ok": True, "stray": flow.stray}
 
-    async def _open(self, rig_addr: tuple[str, int], far_bind: str) -> dict[str, Any]:
+    async def _open(
+        self, rig_addr: tuple[str, int] | None, far_bind: str, local_bind: str, flip: bool
+    ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         n = self.opened
         self.opened += 1
@@ -147,12 +165,13 @@ class DatagramRelay:
             rig_addr,
             DatagramLink(imp.up, random.Random(f"{imp.seed}:{n}:up")),
             DatagramLink(imp.down, random.Random(f"{imp.seed}:{n}:down")),
+            flip,
         )
         rig_side, _ = await loop.create_datagram_endpoint(
-            lambda: _Side(self, flow, "up"), local_addr=("127.0.0.1", 0)
+            lambda: _Side(self, flow, "local"), local_addr=(local_bind, 0)
         )
         far_side, _ = await loop.create_datagram_endpoint(
-            lambda: _Side(self, flow, "down"), local_addr=(far_bind, 0)
+            lambda: _Side(self, flow, "far"), local_addr=(far_bind, 0)
         )
         flow.rig_side, flow.far_side = rig_side, far_side
         self.flows[n] = flow
@@ -174,12 +193,13 @@ class DatagramRelay:
 
     # --- the packet path ----------------------------------------------------------------
 
-    def arrived(self, flow: Flow, direction: str, data: bytes, src: tuple[str, int]) -> None:
+    def arrived(self, flow: Flow, side: str, data: bytes, src: tuple[str, int]) -> None:
         t_in = self.clock.now_ns()
-        expected = flow.rig_addr if direction == "up" else flow.far_addr
+        expected = flow.rig_addr if side == "local" else flow.far_addr
         if flow.closed or src != expected:
             flow.stray += 1
             return
+        direction = "up" if (side == "local") != flow.flip else "down"
         link = flow.up if direction == "up" else flow.down
         seq = flow.seq[direction]
         flow.seq[direction] = seq + 1
@@ -189,18 +209,27 @@ class DatagramRelay:
             if fate.fate in ("lost", "queue_drop"):
                 self._record(flow, direction, seq, data, head, fate, None)
                 continue
-            task = asyncio.ensure_future(self._release(flow, direction, seq, data, head, fate))
+            task = asyncio.ensure_future(
+                self._release(flow, side, direction, seq, data, head, fate)
+            )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _release(
-        self, flow: Flow, direction: str, seq: int, data: bytes, head: dict[str, Any], fate: Fate
+        self,
+        flow: Flow,
+        side: str,
+        direction: str,
+        seq: int,
+        data: bytes,
+        head: dict[str, Any],
+        fate: Fate,
     ) -> None:
         await self.clock.sleep_until(fate.release_ns)
         if flow.closed:
             return
         out, dest = (
-            (flow.far_side, flow.far_addr) if direction == "up" else (flow.rig_side, flow.rig_addr)
+            (flow.far_side, flow.far_addr) if side == "local" else (flow.rig_side, flow.rig_addr)
         )
         if out is None or dest is None:
             return

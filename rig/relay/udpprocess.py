@@ -116,6 +116,10 @@ class UdpRelay:
             target_ip = str(infos[0][4][0])
         return MediaRoute(self, target_ip)
 
+    def answer_route(self, host: str) -> AnswerRoute:
+        """A route for one peer connection `rig sim` answers on `host` (its --host)."""
+        return AnswerRoute(self, host)
+
     def stop(self) -> None:
         """Stop the child (its log flushed); safe twice."""
         proc, self._proc = self._proc, None
@@ -192,6 +196,45 @@ class MediaRoute:
             "flow": self.flow_id,
             "far": None if self.far is None else f"{self.far[0]}:{self.far[1]}",
         }
+
+
+class AnswerRoute:
+    """The answering side (`rig sim --transport webrtc --impair`): the offer that came in is
+    rewritten for the sim's own peer, the answer going out for the rig, so the rig's
+    datagrams cross the relay ("up") and the sim's come back through it ("down")."""
+
+    def __init__(self, relay: UdpRelay, host: str) -> None:
+        self.relay = relay
+        self.host = host
+        self.flow: int | None = None
+        self.local_side: tuple[str, int] | None = None
+        self.far_side: tuple[str, int] | None = None
+
+    async def route_offer_in(self, offer_sdp: str) -> str:
+        check_bundled(offer_sdp, "the offer")
+        far = pick_far(candidates(offer_sdp), None)
+        reply = await self.relay.call(
+            op="open", rig=None, far_bind=self.host, local_bind=self.host, flip=True
+        )
+        self.flow = int(reply["flow"])
+        self.local_side = (str(reply["rig_side"][0]), int(reply["rig_side"][1]))
+        self.far_side = (str(reply["far_side"][0]), int(reply["far_side"][1]))
+        await self.relay.call(op="far", flow=self.flow, addr=list(far))
+        return route_through(offer_sdp, *self.local_side)
+
+    async def route_answer_out(self, answer_sdp: str) -> str:
+        assert self.flow is not None and self.far_side is not None, "route_offer_in first"
+        local = pick_far(candidates(answer_sdp), self.host)
+        await self.relay.call(op="local", flow=self.flow, addr=list(local))
+        return route_through(answer_sdp, *self.far_side)
+
+    async def close(self) -> None:
+        if self.flow is not None:
+            flow, self.flow = self.flow, None
+            try:
+                await self.relay.call(op="close", flow=flow)
+            except (TransportError, TimeoutError, OSError):
+                pass
 
 
 def main(argv: list[str]) -> int:

@@ -49,17 +49,19 @@ def _start_webrtc_sim(truth: Path, *args: str) -> tuple[subprocess.Popen[str], s
     return proc, m.group(0)
 
 
-def _run(tmp_path: Path, impair: str) -> tuple[dict[str, Any], Path, list[dict[str, Any]]]:
+def _run(
+    tmp_path: Path, impair: str | None, sim_impair: str | None = None
+) -> tuple[dict[str, Any], Path, list[dict[str, Any]]]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     truth = tmp_path / "truth.jsonl"
-    sim, url = _start_webrtc_sim(
-        truth, "--latency-ms", "300", "--endpoint-silence-ms", "300", "--reply-s", "1.0"
-    )
+    knobs = ["--latency-ms", "300", "--endpoint-silence-ms", "300", "--reply-s", "1.0"]
+    sim, url = _start_webrtc_sim(truth, *knobs, *(["--impair", sim_impair] if sim_impair else []))
     out = tmp_path / "out"
     try:
         r = subprocess.run(
             [sys.executable, "-m", "rig", "run", str(Path("rig", "data", "turn_what.wav"))]
-            + ["--target", url, "--transport", "webrtc", "--impair", impair]
+            + ["--target", url, "--transport", "webrtc"]
+            + (["--impair", impair] if impair else [])
             + ["--out", str(out), "--run-id", "run", "--headless", "--drain-quiet-s", "0.8"],
             capture_output=True,
             text=True,
@@ -95,6 +97,19 @@ def _rel(seq: int, base: int) -> int:
     return (seq - base) & 0xFFFF
 
 
+def _check_receiver_reports(run_dir: Path, up: list[dict[str, Any]]) -> None:
+    """Every receiver report of the sim about the rig's stream counts exactly the packets the
+    relay dropped between the first one it let through and the highest one reported."""
+    events = _rows(run_dir / "rollouts" / "turn_what" / "events.jsonl")
+    rrs = [e for e in events if e["kind"] == "server.rtcp.rr"]
+    assert len(rrs) >= 2
+    base = next(r["rtp_seq"] for r in up if r["fate"] == "delivered")
+    for rr in rrs:
+        top = _rel(rr["highest_seq"] & 0xFFFF, base)
+        dropped = sum(1 for r in up if r["fate"] == "lost" and 0 < _rel(r["rtp_seq"], base) <= top)
+        assert rr["packets_lost"] == dropped, (rr, dropped)
+
+
 def test_loss_counted_by_rtcp_and_the_rig_matches_the_relay_log(tmp_path: Path) -> None:
     m, run_dir, _ = _run(tmp_path, "delay=10ms,loss=5%,seed=7")
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -109,14 +124,7 @@ def test_loss_counted_by_rtcp_and_the_rig_matches_the_relay_log(tmp_path: Path) 
 
     # uplink: every receiver report of the sim counts exactly what the relay dropped of our
     # stream between the first packet it let through and the highest one the sim reported
-    events = _rows(run_dir / "rollouts" / "turn_what" / "events.jsonl")
-    rrs = [e for e in events if e["kind"] == "server.rtcp.rr"]
-    assert len(rrs) >= 2
-    base = next(r["rtp_seq"] for r in up if r["fate"] == "delivered")
-    for rr in rrs:
-        top = _rel(rr["highest_seq"] & 0xFFFF, base)
-        dropped = sum(1 for r in up if r["fate"] == "lost" and 0 < _rel(r["rtp_seq"], base) <= top)
-        assert rr["packets_lost"] == dropped, (rr, dropped)
+    _check_receiver_reports(run_dir, up)
 
     # downlink: the rig's own RFC 3550 accounting of the sim's stream, at the end
     counts = m["transport"]["rtp_counts"]
@@ -168,3 +176,18 @@ def test_delay_split_inside_its_error_bars(tmp_path: Path) -> None:
     assert abs(resp["downlink_ms"] - down) <= resp["downlink_err_ms"]
     parts = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms")
     assert sum(resp[p] for p in parts) == pytest.approx(resp["latency_ms"], abs=0.01)
+
+
+def test_rig_sim_impair_puts_its_own_media_through_the_relay(tmp_path: Path) -> None:
+    m, run_dir, _ = _run(tmp_path, None, sim_impair="up:delay=10ms,down:delay=30ms,loss=4%,seed=2")
+    log = [r for r in _rows(tmp_path / "impair.jsonl") if r["proto"] == "udp"]
+    # "up" is still towards the system: the rig's packets, whatever side runs the relay
+    up = [r for r in log if r["dir"] == "up" and r["kind"] == "rtp"]
+    down = [r for r in log if r["dir"] == "down" and r["kind"] == "rtp"]
+    assert up and down and {r["ssrc"] for r in down} == {m["transport"]["rtp_counts"]["ssrc"]}
+    up_ms, down_ms = _applied_ms(log, "up"), _applied_ms(log, "down")
+    assert 10.0 <= up_ms < 12.0 and 30.0 <= down_ms < 32.0, (up_ms, down_ms)
+    rtcp = m["clock_fit"]["rtt_by_source"]["rtcp"]
+    assert 0.0 <= rtcp["rtt_min_ms"] - (up_ms + down_ms) <= 2.0, rtcp
+    _check_receiver_reports(run_dir, up)
+    assert not (run_dir / "impair.jsonl").exists()  # the rig itself impaired nothing
