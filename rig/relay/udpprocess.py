@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
     if args.parent:
         die_with_parent(args.parent)
     control = socket.socket(fileno=args.control_fd)
-    log: IO[str] | None = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+    log: IO[str] | None = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None  # noqa: SIM115
     relay = DatagramRelay(parse_impair(args.spec), MonotonicClock(), log)
 
     async def run() -> None:
