@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from tests.support import netimpair
 from tests.support.netimpair import ImpairedLink, PacketRecord
 from tests.support.runexit import assert_run_ok
+from tests.support.runone import run_turn_what
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.realtime]
@@ -74,18 +74,12 @@ def test_tcp_info_retransmits_match_the_relay_log(tmp_path: Path) -> None:
                 return False
 
         wait_for(listening, timeout_s=20.0, every_s=0.2, what="the sim in the namespace")
-        out = tmp_path / "out"
-        r = subprocess.run(
-            [sys.executable, "-m", "rig", "run", str(Path("rig", "data", "turn_what.wav"))]
-            + ["--target", f"ws://{link.ns_addr}:{PORT}", "--out", str(out), "--run-id", "run"]
-            + ["--headless", "--drain-quiet-s", "0.8", "--path-interval-s", "0.2"],
-            capture_output=True,
-            text=True,
-            timeout=90,
+        one = run_turn_what(
+            tmp_path, f"ws://{link.ns_addr}:{PORT}", "--path-interval-s", "0.2", timeout_s=90
         )
         log = link.packet_log()
-    assert_run_ok(r.returncode, r.stderr, out / "run")
-    events = _rows(out / "run" / "rollouts" / "turn_what" / "events.jsonl")
+    assert_run_ok(one.returncode, one.stderr, one.run_dir)
+    events = _rows(one.run_dir / "rollouts" / "turn_what" / "events.jsonl")
     tcp = [e for e in events if e["kind"] == "net.tcp"]
     assert len(tcp) >= 10, len(tcp)
     # the rig's connection: the client port whose uplink carried the most payload

@@ -25,6 +25,7 @@ import pytest
 from rig.core.units import NS_PER_MS
 from rig.sim.truth import read_truth
 from tests.support.runexit import assert_run_ok
+from tests.support.runone import run_turn_what
 from tests.support.simproc import stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -56,26 +57,19 @@ def _run(
     truth = tmp_path / "truth.jsonl"
     knobs = ["--latency-ms", "300", "--endpoint-silence-ms", "300", "--reply-s", "1.0"]
     sim, url = _start_webrtc_sim(truth, *knobs, *(["--impair", sim_impair] if sim_impair else []))
-    out = tmp_path / "out"
     try:
-        r = subprocess.run(
-            [sys.executable, "-m", "rig", "run", str(Path("rig", "data", "turn_what.wav"))]
-            + ["--target", url, "--transport", "webrtc"]
-            + (["--impair", impair] if impair else [])
-            + ["--out", str(out), "--run-id", "run", "--headless", "--drain-quiet-s", "0.8"],
-            capture_output=True,
-            text=True,
-            timeout=90,
+        one = run_turn_what(
+            tmp_path,
+            url,
+            "--transport",
+            "webrtc",
+            *(["--impair", impair] if impair else []),
+            timeout_s=90,
         )
     finally:
         stop_sim(sim)
-    run_dir = out / "run"
-    assert_run_ok(r.returncode, r.stderr, run_dir)
-    return (
-        json.loads((run_dir / "rollouts" / "turn_what" / "metrics.json").read_text()),
-        run_dir,
-        read_truth(str(truth)),
-    )
+    assert_run_ok(one.returncode, one.stderr, one.run_dir)
+    return one.metrics, one.run_dir, read_truth(str(truth))
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
