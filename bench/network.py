@@ -11,7 +11,9 @@ and without `--impair` and RTT sampling.
    how many have the truth inside the reported error bar (model / uplink / downlink), the
    model estimate's |error| p50 / p95 and the median model error bar.
 2. Cost: CPU time of the relay process per relayed chunk (/proc utime + stime), chunks of
-   640 B (20 ms of 16 kHz audio) pushed through an echo, 0 ms delay.
+   640 B (20 ms of 16 kHz audio) pushed through an echo, 0 ms delay; and of the UDP (WebRTC
+   media) relay per datagram of 220 B (an RTP packet of 20 ms of Opus at 64 kbit/s), one in
+   flight, 0 ms delay.
 3. Pacing: uplink send lateness p50 / p99 of the same rollouts, side by side in one run,
    cases interleaved over `--repeats` rounds (the box is shared: compare within a round):
    RTT sampling off, every 1 s, every 0.1 s, and through the relay process.
@@ -203,6 +205,51 @@ def cost(tmp: str, chunks: int = 5000) -> None:
     )
 
 
+def _proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def udp_cost(tmp: str, datagrams: int = 5000) -> None:
+    import socket
+
+    from rig.relay.udpprocess import UdpRelay
+
+    relay = UdpRelay(parse_impair("delay=0ms"))
+    relay.start(os.path.join(tmp, "udp-cost.jsonl"))
+    assert relay._proc is not None
+    pid = relay._proc.pid
+    rig = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    far = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rig.bind(("127.0.0.1", 0))
+    far.bind(("127.0.0.1", 0))
+    far.settimeout(2.0)
+
+    async def open_flow() -> tuple[str, int]:
+        flow = await relay.call(op="open", rig=list(rig.getsockname()), far_bind="127.0.0.1")
+        await relay.call(op="far", flow=flow["flow"], addr=list(far.getsockname()))
+        return str(flow["rig_side"][0]), int(flow["rig_side"][1])
+
+    rig_side = asyncio.run(open_flow())
+    packet = bytes([0x80, 111]) + bytes(218)
+    c0 = _proc_cpu_s(pid)
+    t0 = time.monotonic()
+    for _ in range(datagrams):
+        rig.sendto(packet, rig_side)
+        far.recv(2048)  # one in flight: each datagram relayed on its own
+    dt = time.monotonic() - t0
+    c1 = _proc_cpu_s(pid)
+    rig.close()
+    far.close()
+    relay.stop()
+    print(
+        f"UDP relay: {datagrams} datagrams of 220 B in {dt:.2f} s; process CPU "
+        f"{1e6 * (c1 - c0) / datagrams:.1f} µs per datagram (10 ms clock ticks: "
+        f"±{1e6 * 0.01 / datagrams:.1f}); logged {relay.datagrams}"
+    )
+
+
 async def pacing(tmp: str, jobs: int, turns: int, repeats: int) -> None:
     """Cases interleaved, `repeats` rounds, SCHED_FIFO loop as `rig run` has it (priority 3,
     where permitted): per case the p99 of every round and the pooled percentiles."""
@@ -255,6 +302,7 @@ def main() -> None:
             print()
         if args.part in ("cost", "all"):
             cost(tmp)
+            udp_cost(tmp)
             print()
         if args.part in ("pacing", "all"):
             asyncio.run(pacing(tmp, args.jobs, args.turns, args.repeats))

@@ -96,7 +96,7 @@ def test_describe_frame_strips_ethernet_padding() -> None:
     frame += bytes(60 - len(frame))  # minimum Ethernet frame
     info = netimpair.describe_frame(frame)
     assert info == dict(kind="udp", src="10.231.0.1", dst="10.231.0.2", sport=5000, dport=6000,
-                        payload_crc32=zlib.crc32(payload))  # fmt: skip
+                        payload_crc32=zlib.crc32(payload), payload_len=2)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- real packets

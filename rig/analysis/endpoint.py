@@ -37,6 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from rig.analysis.webrtc import receive_path_ns
 from rig.core.log import SessionLog
 from rig.core.records import ServerMark
 from rig.core.units import NS_PER_MS
@@ -93,6 +94,9 @@ def endpoint_fields(
     stop = _decision(obs.marks, p0, p3)
     if stop is None:
         return _null(NO_DECISION)
+    # WebRTC: the onset packet reached the socket before the jitter buffer released its
+    # decoded frame; the decision came on the data channel, which no jitter buffer holds
+    p3 -= receive_path_ns(response, obs)
     rtt_ns, path_ns = _rtt(rtt)
     late_stop, late_onset = loop_lateness_ns(obs, stop.t_ns), loop_lateness_ns(obs, p3)
     gen_ns = p3 - stop.t_ns

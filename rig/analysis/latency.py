@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.analysis.downfit import down_fit_split
 from rig.analysis.netsplit import path_summary, rtt_by_source, rtt_split
 from rig.clockfit.fit import METHOD_TWO_WAY, fit_downlink, fit_two_way
 from rig.clockfit.mapping import ClockMap, FitRefusal, join_reasons, refusal_reason
@@ -151,7 +152,10 @@ def _split(response: dict[str, Any], obs: SessionLog, clock: SessionClock) -> di
     leaves no model time, the round trips' (rig.analysis.netsplit, method `rtt_half`)."""
     out = {**response, **decompose(response, obs, clock)}
     if out.get("model_ms") is None:
-        by_rtt = rtt_split(response, obs)
+        fit = clock.fit
+        # a one-way server clock (Grok's pings) + round trips: each leg at its own moment
+        by_rtt = down_fit_split(response, obs, fit) if isinstance(fit, ClockMap) else None
+        by_rtt = by_rtt or rtt_split(response, obs)
         if by_rtt is not None:
             # keep why the stronger method could not split it, then the weaker split
             out["server_clock_reason"] = out.get("model_reason")

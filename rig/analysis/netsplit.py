@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.analysis.webrtc import receive_path_ns
 from rig.clockfit.rtt import RttStats, RttSummary
 from rig.core.log import SessionLog
 from rig.core.records import RttSample, SendBacklog
@@ -153,9 +154,14 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
     if near is None:
         return None
     rtt, spread, n, source = near
+    # WebRTC: the arrival stamp is the jitter buffer's release of the decoded frame; the
+    # packet reached the socket jitter buffer + codec lookahead earlier. That share is the
+    # rig's own (queue), never the system's or the network's
+    local_ns = receive_path_ns(response, log)
+    arrival -= local_ns
     backlog = backlog_near(log, p0)
     backlog_ns = 0.0
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"receive_path_ms": _ms(local_ns)} if local_ns else {}
     if backlog is not None:
         out["send_backlog_bytes"] = backlog[0]
         if backlog[1] is not None:

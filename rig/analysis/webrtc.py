@@ -71,10 +71,38 @@ def decompose(
     return out
 
 
+def receive_path_ns(response: dict[str, Any], log: SessionLog) -> int:
+    """The rig's own receive path in a WebRTC response's arrival stamp (jitter buffer of the
+    onset frame + Opus lookahead), to take out of network and model time; 0 when the
+    session heard no WebRTC frames (no `jb_ms`) or the response has no onset."""
+    onset = response.get("onset_arrival_ns")
+    if onset is None:
+        return 0
+    rows = _heard_rows(log)
+    if not rows:
+        return 0
+    chunk = onset_chunk(rows, int(onset)) or {}
+    return round(((chunk.get("jb_ms") or 0.0) + OPUS_LOOKAHEAD_MS) * 1_000_000)
+
+
 def add_shares(responses: list[dict[str, Any]], log: SessionLog) -> list[dict[str, Any]]:
     """Each response with its `webrtc` shares, where the session heard WebRTC frames (with
     their jitter-buffer delay); the RTT is the median RTCP round trip of the rollout."""
-    rows = [
+    rows = _heard_rows(log)
+    if not rows:
+        return responses
+    rtts = sorted(log.path_rtt_ms)
+    rtt = rtts[len(rtts) // 2] if rtts else None
+    out = []
+    for r in responses:
+        shares = decompose(r, rows, rtt)
+        out.append(r if shares is None else {**r, "webrtc": shares})
+    return out
+
+
+def _heard_rows(log: SessionLog) -> list[dict[str, Any]]:
+    """The heard WebRTC frames (those with a jitter-buffer delay) as chunk rows."""
+    return [
         {
             "dir": "down",
             "t_ns": c.t_ns,
@@ -85,12 +113,3 @@ def add_shares(responses: list[dict[str, Any]], log: SessionLog) -> list[dict[st
         for c in log.heard
         if c.jb_ms is not None
     ]
-    if not rows:
-        return responses
-    rtts = sorted(log.path_rtt_ms)
-    rtt = rtts[len(rtts) // 2] if rtts else None
-    out = []
-    for r in responses:
-        shares = decompose(r, rows, rtt)
-        out.append(r if shares is None else {**r, "webrtc": shares})
-    return out

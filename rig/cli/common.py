@@ -218,8 +218,9 @@ WEBRTC_SIGNALLING = {
 }
 
 
-def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
-    """`--transport webrtc`: `--dialect` picks the signalling (rig/whip, openai, pipecat)."""
+def webrtc_factory(url: str, dialect: str, sample_rate: int, relay: Any = None) -> Any:
+    """`--transport webrtc`: `--dialect` picks the signalling (rig/whip, openai, pipecat);
+    media through `relay` (a UDP impairment relay, started by then) if given."""
     from rig.transports.webrtc import WebRtcTransport, get_signalling, target_host
 
     if dialect not in WEBRTC_SIGNALLING:
@@ -230,7 +231,12 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int) -> Any:
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         sig = get_signalling(WEBRTC_SIGNALLING[dialect], url)
         return WebRtcTransport(
-            sig, clock, uplink_rate=sample_rate, open_gate=gate, target_host=target_host(url)
+            sig,
+            clock,
+            uplink_rate=sample_rate,
+            open_gate=gate,
+            target_host=target_host(url),
+            media_relay=relay,
         )
 
     return make
@@ -322,7 +328,7 @@ def build_specs(
             RolloutSpec(
                 swept_id(rid, setting),
                 item.plan,
-                webrtc_factory(target_url, dialect, item.plan.sample_rate)
+                webrtc_factory(target_url, dialect, item.plan.sample_rate, relay)
                 if transport == "webrtc"
                 else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},

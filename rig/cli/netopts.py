@@ -16,6 +16,7 @@ from rig.errors import ConfigError
 if TYPE_CHECKING:
     from rig.net.impair import Impairment
     from rig.relay.process import TcpRelay
+    from rig.relay.udpprocess import UdpRelay
 
 IMPAIR_HELP = (
     "network conditions between the rig and the system, no root needed: an in-process relay "
@@ -52,16 +53,18 @@ def target_address(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def relay_for(args: argparse.Namespace, url: str, transport: str) -> TcpRelay | None:
-    """The (not yet started) relay `--impair` asks for in front of `url`; None without it."""
+def relay_for(args: argparse.Namespace, url: str, transport: str) -> TcpRelay | UdpRelay | None:
+    """The (not yet started) relay `--impair` asks for in front of `url`: a TCP relay for
+    WebSocket, a UDP relay on the media path for WebRTC; None without `--impair`."""
     imp = impairment(args)
     if imp is None:
         return None
+    if transport == "webrtc":
+        from rig.relay.udpprocess import UdpRelay
+
+        return UdpRelay(imp)
     if transport != "ws":
-        raise ConfigError(
-            "--impair covers WebSocket targets (a TCP relay); the UDP relay for WebRTC media "
-            "is not wired into --transport webrtc yet (docs/network.md)"
-        )
+        raise ConfigError(f"--impair covers --transport ws and webrtc, not {transport}")
     from rig.relay.process import TcpRelay
 
     host, port = target_address(url)
@@ -76,4 +79,4 @@ def impair_log_path(run_dir: str) -> str:
 def impair_config(args: argparse.Namespace) -> dict[str, Any]:
     """The manifest's `config.impair` (settings of the relay `build_specs` made), or {}."""
     relay = getattr(args, "impair_relay", None)
-    return {} if relay is None else {"impair": relay.impairment.as_dict()}
+    return {} if relay is None else {"impair": relay.describe()}

@@ -233,8 +233,17 @@ def run(args: argparse.Namespace) -> int:
     if args.transport == "device":
         require(BACKENDS[args.backend], f"--transport device --backend {args.backend}")
     cfg, net, reply = sim_from_args(args)
-    if impairment(args) is not None and args.transport != "ws":
-        raise ConfigError("rig sim --impair covers --transport ws (a TCP relay) for now")
+    if impairment(args) is not None and args.transport not in ("ws", "webrtc"):
+        raise ConfigError("rig sim --impair covers --transport ws and webrtc")
+    if (
+        impairment(args) is not None
+        and args.transport == "webrtc"
+        and args.host in ("0.0.0.0", "::", "")
+    ):
+        raise ConfigError(
+            "rig sim --transport webrtc --impair needs --host ADDRESS (the relay "
+            "hands that address out as the media candidate)"
+        )
     if impairment(args) is not None and args.workers > 1:
         raise ConfigError("rig sim --impair needs --workers 1 (one relay in front of one port)")
     with realtime.scheduling(args.rt_priority) as sched:
@@ -274,16 +283,24 @@ def run_ws_or_webrtc(
 
     async def main() -> None:
         server: Any
+        relay: Any = None
+        imp = impairment(args)
         if args.transport == "webrtc":
             from rig.sim.webrtc_server import WebRtcSimServer
 
-            server = WebRtcSimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
+            if imp is not None:  # a UDP relay on every session's media path
+                from rig.relay.udpprocess import UdpRelay
+
+                relay = UdpRelay(imp)
+                relay.start(_impair_log(args))  # main thread: dies with it
+                imp = None  # signalling is served directly
+            server = WebRtcSimServer(
+                cfg, net, truth_log=args.truth_log, reply_audio=reply, media_relay=relay
+            )
         else:
             from rig.sim.server import SimServer
 
             server = SimServer(cfg, net, truth_log=args.truth_log, reply_audio=reply)
-        relay = None
-        imp = impairment(args)
         sharded = args.workers > 1
         others = []
         if imp is None:

@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.parent:
         die_with_parent(args.parent)
-    log: IO[str] | None = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+    log: IO[str] | None = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None  # noqa: SIM115
     engine = RelayEngine(_addr(args.target), parse_impair(args.spec), MonotonicClock(), log)
 
     async def run() -> None:

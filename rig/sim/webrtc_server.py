@@ -85,6 +85,7 @@ class WebRtcSimServer(SimHost):
         truth_log: str | None = None,
         reply_audio: Pcm16 | None = None,
         clock: Clock | None = None,
+        media_relay: Any = None,
     ) -> None:
         if cfg.sample_rate != OPUS_RATE:
             cfg = dataclasses.replace(cfg, sample_rate=OPUS_RATE)
@@ -92,6 +93,8 @@ class WebRtcSimServer(SimHost):
         self._server: asyncio.Server | None = None
         self.sessions: dict[int, _RtcSession] = {}
         self.host = "127.0.0.1"
+        #: a UDP impairment relay (rig.relay.udpprocess.UdpRelay) every session's media crosses
+        self.media_relay = media_relay
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self.host = host
@@ -196,6 +199,7 @@ class _RtcSession:
         self.started = False
         self._started: set[int] = set()
         self.channels: list[Any] = []
+        self.route: Any = None  # the impairment relay's route, when --impair
 
     def now(self) -> int:
         return self.s.clock.now_ns()
@@ -229,6 +233,10 @@ class _RtcSession:
             elif pc.connectionState in ("failed", "closed"):
                 await self.close()
 
+        route = None
+        if self.s.media_relay is not None:  # --impair: media through the UDP relay
+            route = self.route = self.s.media_relay.answer_route(self.s.host)
+            offer_sdp = await route.route_offer_in(offer_sdp)
         await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
         pc.addTrack(self.media.track)
         audio = [tr for tr in pc.getTransceivers() if tr.kind == "audio"]
@@ -240,7 +248,8 @@ class _RtcSession:
             await pc.setLocalDescription(answer)
         self.media.attach(audio[0].sender.transport)
         self.s.truth.write("conn_open", self.now(), conn=self.conn, transport="webrtc")
-        return str(pc.localDescription.sdp)
+        sdp = str(pc.localDescription.sdp)
+        return sdp if route is None else str(await route.route_answer_out(sdp))
 
     def _start(self) -> None:
         self.t_start_ns = self.now()
@@ -379,6 +388,8 @@ class _RtcSession:
         self.media.track.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pc.close(), 5)
+        if self.route is not None:
+            await self.route.close()
         self.s.state.active -= 1
         self.s.sessions.pop(self.conn, None)
         self.s.truth.write("conn_close", self.now(), conn=self.conn)

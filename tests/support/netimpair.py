@@ -160,6 +160,8 @@ class PacketRecord:
     sport: int | None
     dport: int | None
     payload_crc32: int | None  # zlib.crc32 of the UDP/TCP payload, None when there is none
+    tcp_seq: int | None = None  # TCP: the segment's sequence number (retransmissions repeat it)
+    payload_len: int | None = None  # UDP/TCP payload bytes
 
     @property
     def delay_ns(self) -> int | None:
@@ -198,12 +200,14 @@ def describe_frame(frame: bytes) -> dict[str, Any]:
     elif proto == 6 and len(l4) >= 20:
         out.update(kind="tcp", sport=int.from_bytes(l4[0:2], "big"))
         out["dport"] = int.from_bytes(l4[2:4], "big")
+        out["tcp_seq"] = int.from_bytes(l4[4:8], "big")
         payload = l4[(l4[12] >> 4) * 4 :]
     else:
         out["kind"] = "icmp" if proto == 1 else "ipv4"
         return out
     if payload:
         out["payload_crc32"] = zlib.crc32(payload)
+        out["payload_len"] = len(payload)
     return out
 
 

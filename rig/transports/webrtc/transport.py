@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import soxr
@@ -54,6 +54,23 @@ OPUS_LOOKAHEAD_SAMPLES = 312
 """libopus encoder lookahead at 48 kHz (6.5 ms): decoded audio trails the source by this."""
 
 _END = object()
+
+
+class MediaRoute(Protocol):
+    """One peer connection's media path through an impairment relay (rig.relay.udpprocess):
+    the offer and the answer are rewritten so that every datagram crosses it."""
+
+    async def route_offer(self, offer_sdp: str) -> str: ...
+
+    async def route_answer(self, answer_sdp: str) -> str: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class MediaRelay(Protocol):
+    async def open_route(self, target_host: str | None) -> MediaRoute: ...
 
 
 def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
@@ -87,13 +104,17 @@ class WebRtcTransport(Transport):
         quiet_peak: int | None = 16,
         opus_complexity: int = 5,
         opus_bitrate: int = 64_000,
+        media_relay: MediaRelay | None = None,
     ) -> None:
         self.signalling = signalling
         self.clock = clock
         self.uplink_rate = uplink_rate
         self.ice_servers = list(ice_servers or [])
-        if host_addresses is None and is_loopback_host(target_host):
-            host_addresses = ["127.0.0.1"]
+        if (host_addresses is None and is_loopback_host(target_host)) or media_relay:
+            host_addresses = ["127.0.0.1"]  # a relay listens on loopback: gather only there
+        self.target_host = target_host
+        self.media_relay = media_relay
+        self.route: MediaRoute | None = None
         self.host_addresses = host_addresses
         self.connect_timeout_s = connect_timeout_s
         self.stats_interval_s = stats_interval_s
@@ -170,7 +191,13 @@ class WebRtcTransport(Transport):
             offer = await pc.createOffer()
             with gather_on(self.host_addresses):
                 await pc.setLocalDescription(offer)
-            answer = await self.signalling.exchange(pc.localDescription.sdp)
+            offer_sdp = pc.localDescription.sdp
+            if self.media_relay is not None:  # every datagram through the impairment relay
+                self.route = await self.media_relay.open_route(self.target_host)
+                offer_sdp = await self.route.route_offer(offer_sdp)
+            answer = await self.signalling.exchange(offer_sdp)
+            if self.route is not None:
+                answer = await self.route.route_answer(answer)
             await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
         except RigError:
             raise
@@ -370,6 +397,8 @@ class WebRtcTransport(Transport):
                 await asyncio.wait_for(self.pc.close(), 5.0)
         with contextlib.suppress(Exception):
             await self.signalling.close()
+        if self.route is not None:
+            await self.route.close()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -383,6 +412,23 @@ class WebRtcTransport(Transport):
             "jitter_prefetch": self.media.jitter.prefetch,
             "quiet_peak": self.quiet_peak,
             "media": "direct RTP (rig-paced), aiortc for ICE/DTLS/SRTP/RTCP",
+            "rtp_counts": self.rtp_counts(),
+            **({} if self.route is None else {"impair_route": self.route.describe()}),
+        }
+
+    def rtp_counts(self) -> dict[str, Any]:
+        """The rig's own packet accounting so far: RTP packets sent, and of the incoming
+        stream the RFC 3550 counts (received, expected from the sequence numbers, lost) and
+        the sequence range they cover (base and extended highest), to match a relay's log."""
+        s = self.media.stats
+        return {
+            "sent": self.packets_sent,
+            "received": s.received,
+            "expected": s.expected,
+            "lost": s.lost,
+            "base_seq": s.base_seq,
+            "max_seq_ext": s.extended_max if s.base_seq is not None else None,
+            "ssrc": self.media.remote_ssrc,
         }
 
 
