@@ -116,6 +116,8 @@ class OpusFrameDecoder:
         self._codec = codec
 
     def decode(self, payload: bytes) -> Pcm16:
+        if not payload:  # an empty packet would flush PyAV's decoder: every later one fails
+            return np.zeros(0, np.int16)
         try:
             frames = self._codec.decode(av.Packet(payload))
         except av.error.FFmpegError as exc:

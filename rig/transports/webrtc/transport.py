@@ -15,6 +15,10 @@ recorded per chunk and kept out of the network and system shares. Frames are dec
 `receive()` hands them over, off the packet path; `server_ts_ms` maps the RTP timestamp
 onto the sender's clock once its first RTCP SR came.
 
+Decoding runs on the process's codec thread (`codecthread`, libopus without the GIL),
+frames handed over in batches and delivered back in order; `decode_thread=False` decodes
+on the loop when `receive()` hands a frame over instead.
+
 Quiet frames: WebRTC senders stream continuously, silence included. Decoded frames whose
 peak is at most `quiet_peak` (default 16, about -66 dBFS) are counted (`quiet_frames`) but
 not yielded, so the session's "system quiet" drain rule and the playback queue see gaps as
@@ -44,6 +48,7 @@ from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
 from rig.transports.base import Transport
 from rig.transports.webrtc.codec import OPUS_RATE, OpusFrameDecoder, OpusFrameEncoder
+from rig.transports.webrtc.codecthread import Decoded, DecodeLane, peak
 from rig.transports.webrtc.media import DirectAudio
 from rig.transports.webrtc.peer import gather_on, is_loopback_host, make_peer
 from rig.transports.webrtc.rtp import BufferedFrame
@@ -61,11 +66,6 @@ def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
     opus = [c for c in caps.codecs if c.name.lower() == "opus"]
     if opus:
         transceiver.setCodecPreferences(opus)
-
-
-def peak(pcm: Pcm16) -> int:
-    """Largest |sample| (two reductions, no temporary array)."""
-    return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
 class WebRtcTransport(Transport):
@@ -87,6 +87,7 @@ class WebRtcTransport(Transport):
         quiet_peak: int | None = 16,
         opus_complexity: int = 5,
         opus_bitrate: int = 64_000,
+        decode_thread: bool = True,
     ) -> None:
         self.signalling = signalling
         self.clock = clock
@@ -104,6 +105,8 @@ class WebRtcTransport(Transport):
         self.pc: RTCPeerConnection | None = None
         self.encoder = OpusFrameEncoder(opus_bitrate, opus_complexity)
         self.decoder = OpusFrameDecoder()
+        self.decode_thread = decode_thread
+        self._lane: DecodeLane | None = None
         self.media = DirectAudio(
             clock,
             jitter_prefetch=4 if jitter_prefetch is None else jitter_prefetch,
@@ -144,6 +147,8 @@ class WebRtcTransport(Transport):
 
     async def _open(self) -> None:
         t0 = self.clock.now_ns()
+        if self.decode_thread:
+            self._lane = DecodeLane(self.decoder, self._on_decoded, asyncio.get_running_loop())
         pc = self.pc = make_peer(self.ice_servers)
         transceiver = pc.addTransceiver("audio", direction="sendrecv")
         self.media.bind(transceiver)
@@ -270,8 +275,16 @@ class WebRtcTransport(Transport):
     # --- downlink -------------------------------------------------------------------------
 
     def _on_frames(self, frames: list[BufferedFrame]) -> None:
+        if self._lane is not None:
+            self._lane.submit(frames)  # decoded on the codec thread, back via _on_decoded
+            return
         for f in frames:  # decoded when receive() hands them over, off the packet path
             self._queue.put_nowait(f)
+
+    def _on_decoded(self, decoded: list[Decoded]) -> None:
+        put = self._queue.put_nowait
+        for d in decoded:
+            put(d)
 
     def _on_rtcp_events(
         self, events: list[tuple[str, dict[str, Any], float | None]], t_ns: int
@@ -286,11 +299,10 @@ class WebRtcTransport(Transport):
                 await track.recv()
         self._queue.put_nowait(_END)
 
-    def _audio(self, f: BufferedFrame) -> DownAudio | None:
-        """Decode one released frame; None when it is quiet (counted, not yielded)."""
-        pcm = self.decoder.decode(f.payload)
+    def _audio(self, f: BufferedFrame, pcm: Pcm16, pk: int) -> DownAudio | None:
+        """One decoded frame; None when it is quiet (counted, not yielded)."""
         self.down_frames += 1
-        if self.quiet_peak is not None and peak(pcm) <= self.quiet_peak:
+        if self.quiet_peak is not None and pk <= self.quiet_peak:
             self.quiet_frames += 1
             return None
         self.jb_ns.append(f.release_ns - f.arrival_ns)
@@ -344,8 +356,17 @@ class WebRtcTransport(Transport):
                     raise TransportError(self._failed)
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
+            if isinstance(item, Decoded):
+                if item.error is not None:
+                    raise _decode_error(item.error)
+                assert item.pcm is not None
+                audio = self._audio(item.frame, item.pcm, item.peak)
+                if audio is not None:
+                    yield audio
+                continue
             if isinstance(item, BufferedFrame):
-                audio = self._audio(item)
+                pcm = self.decoder.decode(item.payload)
+                audio = self._audio(item, pcm, peak(pcm))
                 if audio is not None:
                     yield audio
                 continue
@@ -359,6 +380,8 @@ class WebRtcTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        if self._lane is not None:
+            self._lane.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -382,8 +405,16 @@ class WebRtcTransport(Transport):
             "host_addresses": self.host_addresses,
             "jitter_prefetch": self.media.jitter.prefetch,
             "quiet_peak": self.quiet_peak,
+            "decode": "codec thread (batched)" if self.decode_thread else "inline",
             "media": "direct RTP (rig-paced), aiortc for ICE/DTLS/SRTP/RTCP",
         }
+
+
+def _decode_error(exc: BaseException) -> RigError:
+    """A decode failure from the codec thread, as the rollout's error (message kept)."""
+    if isinstance(exc, RigError):
+        return exc
+    return TransportError(f"Opus decode failed on the codec thread: {type(exc).__name__}: {exc}")
 
 
 def rtp_age_ms(a: int, b: int) -> float:
