@@ -101,7 +101,6 @@ MODULES: dict[str, str] = {
     "rig.sim.webrtc_server": "webrtc",
     "rig.transports.webrtc": "webrtc",
     "rig.transports.webrtc.codec": "webrtc",
-    "rig.transports.webrtc.codecthread": "webrtc",
     "rig.transports.webrtc.media": "webrtc",
     "rig.transports.webrtc.peer": "webrtc",
     "rig.transports.webrtc.rtp": "webrtc",

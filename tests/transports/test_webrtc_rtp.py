@@ -152,6 +152,16 @@ def test_opus_settings_keep_the_312_sample_lookahead(application: str, complexit
     assert y.dtype == np.int16 and y.size == x.size
 
 
+def test_an_empty_opus_payload_decodes_to_nothing_and_the_decoder_keeps_working() -> None:
+    """An empty payload once went to PyAV as a flush packet: every later frame then failed."""
+    enc, dec = OpusFrameEncoder(), OpusFrameDecoder()
+    tone = (8000 * np.sin(np.arange(960 * 3) * 0.05)).astype(np.int16)
+    packets = [p for k in range(3) for p in enc.encode(tone[k * 960 :][:960])]
+    assert dec.decode(packets[0]).size == FRAME_SAMPLES
+    assert dec.decode(b"").size == 0
+    assert [dec.decode(p).size for p in packets[1:]] == [FRAME_SAMPLES, FRAME_SAMPLES]
+
+
 @pytest.mark.parametrize("complexity", [2, 5, 10])
 def test_a_noisy_onset_decodes_no_more_than_2_ms_early(complexity: int) -> None:
     """Pre-echo bound for the settings the rig and the sim use (complexity 0 reached 14 ms)."""

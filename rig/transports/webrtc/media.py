@@ -243,19 +243,14 @@ class DirectAudio:
         pz, send_rtp = self.packetizer, self._send_rtp
         if pz is None or send_rtp is None:
             raise TransportError("WebRTC media is not negotiated yet")
-        dtls, ice = self._dtls, self._ice
+        dtls = self._dtls
         assert dtls is not None
-        pair = ice._nominated.get(1)
         srtp = dtls._tx_srtp
-        if pair is None or srtp is None or dtls.state != "connected":
+        if srtp is None or dtls.state != "connected":
             raise TransportError(f"WebRTC send failed: DTLS transport is {dtls.state}")
         if self._first_ts is None:
             self._first_ts = pz.timestamp
-        packet = srtp.protect(pz.packet(payload, samples, marker=pz.packets == 0))
-        try:
-            pair.protocol.transport.sendto(packet, pair.remote_addr)
-        except (OSError, AttributeError) as exc:  # AttributeError: the pair's socket is gone
-            raise TransportError(f"WebRTC send failed: {exc}") from exc
+        self._sendto(srtp.protect(pz.packet(payload, samples, marker=pz.packets == 0)))
         t_ns = self.clock.now_ns()
         # where RTP time zero lies on the shared clock, from the least-late packet so far: the
         # pacer is never early, so the smallest offset is the closest to its timeline
@@ -264,6 +259,16 @@ class DirectAudio:
             self._rtp_zero_ns = zero
         self._samples_sent += samples
         return t_ns
+
+    def _sendto(self, data: bytes) -> None:
+        """One protected datagram out on the nominated ICE pair, synchronously."""
+        pair = self._ice._nominated.get(1) if self._ice is not None else None
+        if pair is None:
+            raise TransportError("WebRTC send failed: no nominated ICE pair")
+        try:
+            pair.protocol.transport.sendto(data, pair.remote_addr)
+        except (OSError, AttributeError) as exc:  # AttributeError: the pair's socket is gone
+            raise TransportError(f"WebRTC send failed: {exc}") from exc
 
     def sender_report(self) -> RtcpSrPacket:
         """An SR whose NTP and RTP times name the same instant, with our report block."""

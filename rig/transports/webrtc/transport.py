@@ -15,10 +15,6 @@ recorded per chunk and kept out of the network and system shares. Frames are dec
 `receive()` hands them over, off the packet path; `server_ts_ms` maps the RTP timestamp
 onto the sender's clock once its first RTCP SR came.
 
-Decoding runs on the process's codec thread (`codecthread`, libopus without the GIL),
-frames handed over in batches and delivered back in order; `decode_thread=False` decodes
-on the loop when `receive()` hands a frame over instead.
-
 Quiet frames: WebRTC senders stream continuously, silence included. Decoded frames whose
 peak is at most `quiet_peak` (default 16, about -66 dBFS) are counted (`quiet_frames`) but
 not yielded, so the session's "system quiet" drain rule and the playback queue see gaps as
@@ -48,7 +44,6 @@ from rig.core.events import DownAudio, DownEvent, Incoming
 from rig.errors import RigError, TransportError
 from rig.transports.base import Transport
 from rig.transports.webrtc.codec import OPUS_RATE, OpusFrameDecoder, OpusFrameEncoder
-from rig.transports.webrtc.codecthread import Decoded, DecodeLane, peak
 from rig.transports.webrtc.media import DirectAudio
 from rig.transports.webrtc.peer import gather_on, is_loopback_host, make_peer
 from rig.transports.webrtc.rtp import BufferedFrame
@@ -59,6 +54,11 @@ OPUS_LOOKAHEAD_SAMPLES = 312
 """libopus encoder lookahead at 48 kHz (6.5 ms): decoded audio trails the source by this."""
 
 _END = object()
+
+
+def peak(pcm: Pcm16) -> int:
+    """Largest |sample| (two reductions, no temporary array)."""
+    return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
 def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
@@ -87,7 +87,6 @@ class WebRtcTransport(Transport):
         quiet_peak: int | None = 16,
         opus_complexity: int = 5,
         opus_bitrate: int = 64_000,
-        decode_thread: bool = True,
     ) -> None:
         self.signalling = signalling
         self.clock = clock
@@ -105,8 +104,6 @@ class WebRtcTransport(Transport):
         self.pc: RTCPeerConnection | None = None
         self.encoder = OpusFrameEncoder(opus_bitrate, opus_complexity)
         self.decoder = OpusFrameDecoder()
-        self.decode_thread = decode_thread
-        self._lane: DecodeLane | None = None
         self.media = DirectAudio(
             clock,
             jitter_prefetch=4 if jitter_prefetch is None else jitter_prefetch,
@@ -147,8 +144,6 @@ class WebRtcTransport(Transport):
 
     async def _open(self) -> None:
         t0 = self.clock.now_ns()
-        if self.decode_thread:
-            self._lane = DecodeLane(self.decoder, self._on_decoded, asyncio.get_running_loop())
         pc = self.pc = make_peer(self.ice_servers)
         transceiver = pc.addTransceiver("audio", direction="sendrecv")
         self.media.bind(transceiver)
@@ -275,16 +270,8 @@ class WebRtcTransport(Transport):
     # --- downlink -------------------------------------------------------------------------
 
     def _on_frames(self, frames: list[BufferedFrame]) -> None:
-        if self._lane is not None:
-            self._lane.submit(frames)  # decoded on the codec thread, back via _on_decoded
-            return
         for f in frames:  # decoded when receive() hands them over, off the packet path
             self._queue.put_nowait(f)
-
-    def _on_decoded(self, decoded: list[Decoded]) -> None:
-        put = self._queue.put_nowait
-        for d in decoded:
-            put(d)
 
     def _on_rtcp_events(
         self, events: list[tuple[str, dict[str, Any], float | None]], t_ns: int
@@ -356,14 +343,6 @@ class WebRtcTransport(Transport):
                     raise TransportError(self._failed)
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
-            if isinstance(item, Decoded):
-                if item.error is not None:
-                    raise _decode_error(item.error)
-                assert item.pcm is not None
-                audio = self._audio(item.frame, item.pcm, item.peak)
-                if audio is not None:
-                    yield audio
-                continue
             if isinstance(item, BufferedFrame):
                 pcm = self.decoder.decode(item.payload)
                 audio = self._audio(item, pcm, peak(pcm))
@@ -380,8 +359,6 @@ class WebRtcTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        if self._lane is not None:
-            self._lane.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -405,16 +382,8 @@ class WebRtcTransport(Transport):
             "host_addresses": self.host_addresses,
             "jitter_prefetch": self.media.jitter.prefetch,
             "quiet_peak": self.quiet_peak,
-            "decode": "codec thread (batched)" if self.decode_thread else "inline",
             "media": "direct RTP (rig-paced), aiortc for ICE/DTLS/SRTP/RTCP",
         }
-
-
-def _decode_error(exc: BaseException) -> RigError:
-    """A decode failure from the codec thread, as the rollout's error (message kept)."""
-    if isinstance(exc, RigError):
-        return exc
-    return TransportError(f"Opus decode failed on the codec thread: {type(exc).__name__}: {exc}")
 
 
 def rtp_age_ms(a: int, b: int) -> float:
