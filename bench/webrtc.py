@@ -125,12 +125,21 @@ def breakdown(frames: int, repeats: int) -> list[tuple[str, float | None, float 
     for c, enc in encoders.items():
         rows.append(
             (
-                f"Opus encode, rig now (reused frame, no resampler), complexity {c}",
+                f"Opus encode, rig now (libopus direct, {enc.backend}), complexity {c}",
                 None,
                 _per_frame_us(lambda k, e=enc: e.encode(pcm[k]), frames, repeats),
                 "default" if c == 5 else ("the sim's downlink" if c == 2 else ""),
             )
         )
+    pyav_enc = OpusFrameEncoder(complexity=5, backend="pyav")
+    rows.append(
+        (
+            "Opus encode, PyAV codec context (reused frame, no resampler), complexity 5",
+            None,
+            _per_frame_us(lambda k: pyav_enc.encode(pcm[k]), frames, repeats),
+            "the previous pass's path: same packets, PyAV's per-call overhead",
+        )
+    )
     payloads = [p for k in range(frames) for p in OpusFrameEncoder().encode(pcm[k])]
 
     params = RTCRtpParameters(
@@ -248,10 +257,19 @@ def breakdown(frames: int, repeats: int) -> list[tuple[str, float | None, float 
     )
     rows.append(
         (
-            "Opus decode",
+            f"Opus decode (rig: {r_dec.backend})",
             dec_before,
             _per_frame_us(lambda k: r_dec.decode(payloads[k]), frames, repeats),
             "aiortc: stereo out / rig: mono out",
+        )
+    )
+    p_dec = OpusFrameDecoder("pyav")
+    rows.append(
+        (
+            "Opus decode, PyAV codec context (mono out)",
+            None,
+            _per_frame_us(lambda k: p_dec.decode(payloads[k]), frames, repeats),
+            "the previous pass's path: same PCM",
         )
     )
     rows.append(

@@ -176,7 +176,7 @@ class BufferedFrame(NamedTuple):
     sequence: int
     rtp_ts: int
     payload: bytes
-    arrival_ns: int  # its packet left SRTP at our socket
+    arrival_ns: int  # the loop read its packet from our socket (shared clock)
     release_ns: int  # arrival of the packet that released it (a listener could play it now)
 
 

@@ -7,11 +7,12 @@ no queue or task switch sits between the pacer and the socket. With 20 ms frames
 (the default) every frame is one packet; other frame sizes are buffered to 20 ms, and a
 frame that completed no packet returns its hand-off time.
 
-Downlink: every RTP packet is stamped on the shared clock where it leaves SRTP
-(`pkt_arrival_ns`) and filed in the rig's jitter buffer (`jitter_prefetch` packets, default
-4 like aiortc's, so 80 ms at 20 ms packets). A frame's `t_ns` is its release from that
-buffer, the moment a buffered listener could play it; `jb_ms` = release - arrival is
-recorded per chunk and kept out of the network and system shares. Frames are decoded when
+Downlink: every RTP packet is stamped on the shared clock in the datagram callback that read
+it from our socket, before SRTP (`pkt_arrival_ns`), and filed in the rig's jitter buffer
+(`jitter_prefetch` packets, default 4 like aiortc's, so 80 ms at 20 ms packets). A frame's
+`t_ns` is its release from that buffer, the moment a buffered listener could play it;
+`jb_ms` = release - arrival is recorded per chunk and kept out of the network and system
+shares. Frames are decoded when
 `receive()` hands them over, off the packet path; `server_ts_ms` maps the RTP timestamp
 onto the sender's clock once its first RTCP SR came.
 
