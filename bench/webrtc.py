@@ -125,7 +125,7 @@ def breakdown(frames: int, repeats: int) -> list[tuple[str, float | None, float 
     for c, enc in encoders.items():
         rows.append(
             (
-                f"Opus encode, rig now (libopus direct, {enc.backend}), complexity {c}",
+                f"Opus encode, rig now ({enc.backend}, no resampler), complexity {c}",
                 None,
                 _per_frame_us(lambda k, e=enc: e.encode(pcm[k]), frames, repeats),
                 "default" if c == 5 else ("the sim's downlink" if c == 2 else ""),
