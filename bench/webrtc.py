@@ -125,12 +125,21 @@ def breakdown(frames: int, repeats: int) -> list[tuple[str, float | None, float 
     for c, enc in encoders.items():
         rows.append(
             (
-                f"Opus encode, rig now (reused frame, no resampler), complexity {c}",
+                f"Opus encode, rig now ({enc.backend}, no resampler), complexity {c}",
                 None,
                 _per_frame_us(lambda k, e=enc: e.encode(pcm[k]), frames, repeats),
                 "default" if c == 5 else ("the sim's downlink" if c == 2 else ""),
             )
         )
+    pyav_enc = OpusFrameEncoder(complexity=5, backend="pyav")
+    rows.append(
+        (
+            "Opus encode, PyAV codec context (reused frame, no resampler), complexity 5",
+            None,
+            _per_frame_us(lambda k: pyav_enc.encode(pcm[k]), frames, repeats),
+            "the previous pass's path: same packets, PyAV's per-call overhead",
+        )
+    )
     payloads = [p for k in range(frames) for p in OpusFrameEncoder().encode(pcm[k])]
 
     params = RTCRtpParameters(
@@ -248,10 +257,19 @@ def breakdown(frames: int, repeats: int) -> list[tuple[str, float | None, float 
     )
     rows.append(
         (
-            "Opus decode",
+            f"Opus decode (rig: {r_dec.backend})",
             dec_before,
             _per_frame_us(lambda k: r_dec.decode(payloads[k]), frames, repeats),
             "aiortc: stereo out / rig: mono out",
+        )
+    )
+    p_dec = OpusFrameDecoder("pyav")
+    rows.append(
+        (
+            "Opus decode, PyAV codec context (mono out)",
+            None,
+            _per_frame_us(lambda k: p_dec.decode(payloads[k]), frames, repeats),
+            "the previous pass's path: same PCM",
         )
     )
     rows.append(
@@ -483,29 +501,42 @@ def plan(speech_s: float) -> Any:
 
 
 async def level(
-    url: str, n: int, speech_s: float, out: str, sim_pid: int, rt_priority: int
+    url: str,
+    n: int,
+    speech_s: float,
+    out: str,
+    sim_pid: int,
+    rt_priority: int,
 ) -> dict[str, Any]:
-    """n rig rollouts at once; `url` ws://... uses the WebSocket transport (the session floor)."""
+    """n rig rollouts at once; `url` ws://... uses the WebSocket transport (the session floor).
+
+    CPU is split by thread: the loop thread's own CPU time (`time.thread_time` around the
+    run, which the loop runs in this thread) and the rest of the process (writer thread,
+    codec thread, executor threads: process CPU minus the loop thread)."""
 
     def make(clock: Any, gate: asyncio.Semaphore) -> Any:
         if url.startswith("ws"):
             return ws_factory(url, "rig", RATE, {})(clock, gate)
         return WebRtcTransport(
-            get_signalling("whip", url), clock, open_gate=gate, target_host="127.0.0.1"
+            get_signalling("whip", url),
+            clock,
+            open_gate=gate,
+            target_host="127.0.0.1",
         )
 
     specs = [
         RolloutSpec(f"r{i}", plan(speech_s), make, {"url": url}, {}, SessionConfig(max_s=30))
         for i in range(n)
     ]
-    run_id = f"{'ws' if url.startswith('ws') else 'rtc'}{n}"
+    run_id = f"{'ws' if url.startswith('ws') else 'rtc'}{n}-{os.urandom(3).hex()}"
     runner = Runner(
         out, run_id=run_id, concurrency=n, clock=MonotonicClock(), rt_priority=rt_priority
     )
     sim0 = proc_cpu_s(sim_pid)
-    t0, wall0 = os.times(), time.monotonic()
+    t0, wall0, loop0 = os.times(), time.monotonic(), time.thread_time()
     await runner.run(specs)
     t1, wall = os.times(), time.monotonic() - wall0
+    loop_cpu = time.thread_time() - loop0
     user, system = t1.user - t0.user, t1.system - t0.system
     cpu = user + system
     sim_cpu = proc_cpu_s(sim_pid) - sim0
@@ -530,6 +561,8 @@ async def level(
         "max_ms": round(float(a.max()), 3),
         "stalls": stalls,
         "cpu_per_frame_us": round(cpu / max(1, frames) * 1e6, 1),
+        "loop_per_frame_us": round(loop_cpu / max(1, frames) * 1e6, 1),
+        "threads_per_frame_us": round((cpu - loop_cpu) / max(1, frames) * 1e6, 1),
         "sim_cpu_per_frame_us": round(sim_cpu / max(1, frames) * 1e6, 1),
         "cpu_share": round(cpu / wall, 3),
         "sys_share": round(system / max(cpu, 1e-9), 3),
@@ -553,6 +586,7 @@ def main() -> int:
     ap.add_argument(
         "--rt-priority", type=int, default=3, help="the rig loop's SCHED_FIFO (as rig run)"
     )
+
     args = ap.parse_args()
     cpu = next(
         (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if "model name" in ln), "?"
@@ -576,19 +610,20 @@ def main() -> int:
     plan_frames = round((0.3 + args.speech_s + 1.0) / 0.02)
     print("## Capacity: rig rollouts vs the bare-aiortc anchor at the same N, one run\n")
     print(
-        "| N | rig late p50 ms | p99 ms | max ms | stalls | rig CPU/frame us | rig CPU "
-        "| sim CPU/frame us | anchor CPU/frame us | anchor late p99 ms | rig/anchor "
-        "| WS floor CPU/frame us | status | load |"
+        "| N | rig late p50 ms | p99 ms | max ms | stalls | rig CPU/frame us "
+        "| loop thread us | other threads us | rig CPU | sim CPU/frame us | anchor CPU/frame us "
+        "| anchor late p99 ms | rig/anchor | WS floor CPU/frame us | status | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     nan = float("nan")
+    prio = args.rt_priority
     try:
         with tempfile.TemporaryDirectory() as out:
             for n in [int(x) for x in args.levels.split(",")]:
                 anc: dict[str, Any] = {"cpu_per_frame_us": nan, "p99_ms": None}
                 if not args.skip_anchor:
                     anc = asyncio.run(anchor_level(n, plan_frames))
-                r = asyncio.run(level(url, n, args.speech_s, out, sim.pid, args.rt_priority))
+                r = asyncio.run(level(url, n, args.speech_s, out, sim.pid, prio))
                 ws = {"cpu_per_frame_us": nan}
                 if ws_sim is not None:
                     ws_url = f"ws://127.0.0.1:{ws_port}"
@@ -597,11 +632,12 @@ def main() -> int:
                     )
                 ratio = r["cpu_per_frame_us"] / anc["cpu_per_frame_us"]
                 print(
-                    f"| {n} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | {r['stalls']} | "
-                    f"{r['cpu_per_frame_us']} ({r['sys_share']:.0%} sys) | {r['cpu_share']:.0%} | "
-                    f"{r['sim_cpu_per_frame_us']} | {anc['cpu_per_frame_us']} | "
-                    f"{anc['p99_ms']} | {ratio:.2f} | {ws['cpu_per_frame_us']} | "
-                    f"{r['status']} | {loadavg()} |",
+                    f"| {n} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
+                    f"{r['stalls']} | {r['cpu_per_frame_us']} ({r['sys_share']:.0%} sys) | "
+                    f"{r['loop_per_frame_us']} | {r['threads_per_frame_us']} | "
+                    f"{r['cpu_share']:.0%} | {r['sim_cpu_per_frame_us']} | "
+                    f"{anc['cpu_per_frame_us']} | {anc['p99_ms']} | {ratio:.2f} | "
+                    f"{ws['cpu_per_frame_us']} | {r['status']} | {loadavg()} |",
                     flush=True,
                 )
     finally:

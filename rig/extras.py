@@ -101,6 +101,7 @@ MODULES: dict[str, str] = {
     "rig.sim.webrtc_server": "webrtc",
     "rig.transports.webrtc": "webrtc",
     "rig.transports.webrtc.codec": "webrtc",
+    "rig.transports.webrtc.libopus": "webrtc",
     "rig.transports.webrtc.media": "webrtc",
     "rig.transports.webrtc.peer": "webrtc",
     "rig.transports.webrtc.rtp": "webrtc",

@@ -9,9 +9,10 @@ media path differs. Signalling is a tiny HTTP/1.1 server on the given host (no a
 
 Per connection (media through `DirectAudio`, the rig's own RTP path, so the far end costs
 little CPU and a self-test on one machine measures the rig, not the reference system):
-  uplink    every RTP packet is stamped where it leaves SRTP, decoded with the sim's own Opus
-            decoder right away (no jitter buffer: the "model" hears audio at network arrival,
-            as over WebSocket), held by the uplink delay line, then fed to the engine.
+  uplink    every RTP packet is stamped where it is read from the socket, decoded with the
+            sim's own Opus decoder right away (no jitter buffer: the "model" hears audio at
+            network arrival, as over WebSocket), held by the uplink delay line, then fed to
+            the engine.
   downlink  a continuous 20 ms Opus stream on the sim's own absolute grid: frame k carries
             the audio scheduled in [T0 + k*20 ms, T0 + (k+1)*20 ms) (silence when idle) and is
             encoded and sent at the end of that window. Reply chunks land in that timeline at

@@ -13,7 +13,7 @@ from aiortc import RTCSessionDescription
 from rig.clock.base import MonotonicClock
 from rig.transports.webrtc.media import DirectAudio
 from rig.transports.webrtc.peer import gather_on, make_peer
-from rig.transports.webrtc.rtp import BufferedFrame
+from rig.transports.webrtc.rtp import BufferedFrame, RtpPacketizer
 
 pytestmark = pytest.mark.realtime
 
@@ -72,6 +72,10 @@ async def test_direct_audio_both_ways_with_rtcp_from_the_rigs_own_counters() -> 
     assert 60 < sorted(waits_ms)[len(waits_ms) // 2] < 100
     assert a.stats.lost == b.stats.lost == 0 and a.rtp_received == b.rtp_received == n
     assert a.foreign_rtp == b.foreign_rtp == 0  # aiortc's own receivers saw no media
+    # all but the first packets or so (sent before SRTP was keyed on the receiving side)
+    # were taken in the datagram callback, past aioice's queue
+    assert a.fast_rtp >= n - 5 and b.fast_rtp >= n - 5, (a.fast_rtp, b.fast_rtp)
+    assert a.srtp_errors == b.srtp_errors == 0
     # the report blocks each side sent quote the other's SR: RTT on the shared clock, loopback
     for side in (a, b):
         rtts = [s.rtt_ns / 1e6 for s in side.ledger.rtt]
@@ -88,6 +92,35 @@ async def test_direct_audio_both_ways_with_rtcp_from_the_rigs_own_counters() -> 
     ]
     assert all(e is not None for e in errs)
     assert max(abs(e) for e in errs) < 2.0, errs  # type: ignore[arg-type]
+
+
+async def test_datagram_fast_path_leaves_other_packets_to_aiortc_and_counts_forgeries() -> None:
+    """Only SRTP of the negotiated Opus payload types is taken before aioice's queue: another
+    payload type reaches aiortc still protected (and unprotects there), and a packet that fails
+    SRTP authentication is counted and dropped, never filed as audio."""
+    clock = MonotonicClock()
+    got_b: list[BufferedFrame] = []
+    a = DirectAudio(clock)
+    b = DirectAudio(clock, jitter_prefetch=0, on_frames=got_b.extend)
+    pa, pb = await _pair(a, b)
+    try:
+        await a.send(b"opus-1")
+        await asyncio.sleep(0.1)
+        assert [f.payload for f in got_b] == [b"opus-1"]
+        assert a.packetizer is not None and a._dtls is not None
+        pt = a.packetizer.payload_type
+        other = RtpPacketizer(a.packetizer.ssrc + 1, (pt + 1) & 0x7F, sequence=7, timestamp=9)
+        assert other.payload_type not in b._recv_pts
+        a._sendto(a._dtls._tx_srtp.protect(other.packet(b"not-opus", 960)))
+        forged = RtpPacketizer(a.packetizer.ssrc, pt, sequence=a.packetizer.sequence)
+        b._ice.data_received(forged.packet(b"x" * 40, 960) + b"\x00" * 10, 1)  # no valid tag
+        await asyncio.sleep(0.2)
+    finally:
+        await pa.close()  # type: ignore[attr-defined]
+        await pb.close()  # type: ignore[attr-defined]
+    assert b.foreign_rtp == 1  # came through aiortc's queue, unprotected there, handed on
+    assert b.srtp_errors == 1
+    assert [f.payload for f in got_b] == [b"opus-1"]
 
 
 async def test_send_before_negotiation_is_a_transport_error() -> None:

@@ -9,7 +9,7 @@ from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rig.errors import ConfigError
+from rig.errors import ConfigError, ProtocolError
 from rig.transports.webrtc.codec import FRAME_SAMPLES, OpusFrameDecoder, OpusFrameEncoder
 from rig.transports.webrtc.rtp import (
     JitterBuffer,
@@ -150,6 +150,51 @@ def test_opus_settings_keep_the_312_sample_lookahead(application: str, complexit
     )
     assert lag == 312
     assert y.dtype == np.int16 and y.size == x.size
+
+
+@pytest.mark.parametrize("backend", ["libopus", "pyav"])
+def test_an_empty_opus_payload_decodes_to_nothing_and_the_decoder_keeps_working(
+    backend: str,
+) -> None:
+    """An empty payload once went to PyAV as a flush packet: every later frame then failed."""
+    enc, dec = OpusFrameEncoder(backend=backend), OpusFrameDecoder(backend)
+    tone = (8000 * np.sin(np.arange(960 * 3) * 0.05)).astype(np.int16)
+    packets = [p for k in range(3) for p in enc.encode(tone[k * 960 :][:960])]
+    assert dec.decode(packets[0]).size == FRAME_SAMPLES
+    assert dec.decode(b"").size == 0
+    assert [dec.decode(p).size for p in packets[1:]] == [FRAME_SAMPLES, FRAME_SAMPLES]
+    with pytest.raises(ProtocolError, match="undecodable Opus packet"):
+        dec.decode(b"\xff")  # a code-3 TOC byte with no frame count
+    assert dec.decode(packets[2]).size == FRAME_SAMPLES
+
+
+@pytest.mark.parametrize(("application", "complexity"), [("audio", 5), ("audio", 2), ("voip", 10)])
+def test_libopus_direct_and_pyav_give_identical_packets_and_pcm(
+    application: str, complexity: int
+) -> None:
+    """The ctypes backend is the same libopus with the same settings: byte-identical packets
+    and sample-identical decoded audio, so switching backends changes no timing or audio."""
+    rng = np.random.default_rng(1)
+    t = np.arange(960 * 40) / 48_000
+    x = (6000 * np.sin(2 * np.pi * 220 * t) + 800 * rng.standard_normal(t.size)).astype(np.int16)
+    encs = [
+        OpusFrameEncoder(complexity=complexity, application=application, backend=b)
+        for b in ("libopus", "pyav")
+    ]
+    assert [e.describe()["backend"] for e in encs] == ["libopus", "pyav"]
+    direct, pyav = ([p for k in range(40) for p in e.encode(x[k * 960 :][:960])] for e in encs)
+    assert direct == pyav and len(direct) == 40
+    d1, d2 = OpusFrameDecoder("libopus"), OpusFrameDecoder("pyav")
+    y_direct = np.concatenate([d1.decode(p) for p in direct])
+    y_pyav = np.concatenate([d2.decode(p) for p in direct])
+    assert y_direct.dtype == np.int16 and np.array_equal(y_direct, y_pyav)
+
+
+def test_an_unknown_opus_backend_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="Opus backend"):
+        OpusFrameEncoder(backend="opuslib")
+    with pytest.raises(ConfigError, match="Opus backend"):
+        OpusFrameDecoder("ffmpeg")
 
 
 @pytest.mark.parametrize("complexity", [2, 5, 10])

@@ -17,13 +17,20 @@ patched classes):
   the least-late packet sent, so a late frame does not shift the mapping), plus a report
   block about the incoming stream with LSR/DLSR measured on the shared clock. The
   receiver's `receive(parameters)` is wrapped to learn which payload types are Opus.
-- `attach(dtls)` wraps the DTLS transport: incoming RTP of the Opus payload types is
-  stamped (shared clock, right after SRTP), counted (`RtpReceiveStats`) and filed in the
-  rig's `JitterBuffer`; released frames go to `on_frames` undecoded (the caller decodes off
-  the packet path). Other RTP goes to aiortc as before. RTCP both ways feeds `RtcpLedger`.
-- `send(payload)` packs the RTP header (`RtpPacketizer`) and hands the packet to the DTLS
-  transport's SRTP + ICE send in the caller's task: no queue, no task switch. It returns
-  the shared-clock time `sendto` returned, the uplink send time.
+- `attach(dtls)` wraps the DTLS transport and the ICE connection under it: an incoming
+  SRTP packet of the Opus payload types (readable in the clear header) is taken in the
+  datagram callback itself, before aioice's queue: stamped (shared clock), unprotected,
+  counted (`RtpReceiveStats`) and filed in the rig's `JitterBuffer`, with no queue, no task
+  wake-up and no coroutine per packet (aiortc's path costs three loop callbacks, a failed
+  STUN parse and a `datetime` per packet). Released frames go to `on_frames` undecoded (the
+  caller decodes off the packet path). Everything else (DTLS, RTCP, other payload types,
+  packets before SRTP is keyed) takes aiortc's path as before; RTCP both ways feeds
+  `RtcpLedger`.
+- `send(payload)` packs the RTP header (`RtpPacketizer`), protects it with the DTLS
+  transport's outbound SRTP session and calls `sendto` on the nominated ICE pair's datagram
+  transport, all synchronously in the caller's task: no queue, no task switch, no chain of
+  coroutines. It returns the shared-clock time `sendto` returned, the uplink send time.
+  (aiortc's own byte/packet counters for the DTLS transport do not see these packets.)
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pylibsrtp
 from aiortc import RTCRtpTransceiver
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdtlstransport import RTCDtlsTransport
@@ -106,8 +114,12 @@ class DirectAudio:
         self.remote_origin: int | None = None  # RTP timestamp of the first incoming packet
         self.rtp_received = 0
         self.foreign_rtp = 0  # RTP of other payload types, left to aiortc
+        self.srtp_errors = 0  # incoming packets SRTP refused (replayed, forged, bad keys)
+        self.fast_rtp = 0  # packets taken in the datagram callback, before aioice's queue
         self._recv_pts: set[int] = set()
         self._send_rtp: Callable[[bytes], Awaitable[None]] | None = None
+        self._dtls: RTCDtlsTransport | None = None
+        self._ice: Any = None  # the aioice Connection under the DTLS transport
         self._first_ts: int | None = None  # RTP timestamp of our first packet
         self._samples_sent = 0
         self._rtp_zero_ns: int | None = None  # shared-clock time of _first_ts (least-late)
@@ -164,6 +176,34 @@ class DirectAudio:
             dtls._handle_rtcp_data,
         )
         self._send_rtp = send_rtp
+        self._dtls = dtls
+        ice = self._ice = dtls.transport._connection
+        queue_datagram = ice.data_received
+        recv_pts = self._recv_pts
+
+        def datagram(data: bytes, component: int) -> None:
+            # SRTP keeps the RTP header in the clear: our Opus packets are recognised before
+            # unprotecting, so anything else goes to aiortc still protected, as it came
+            srtp = dtls._rx_srtp
+            if (
+                srtp is not None
+                and len(data) > 12
+                and 127 < data[0] < 192
+                and (data[1] & 0x7F) in recv_pts
+                and not 191 < data[1] < 209  # RTCP (SR 200 ... shares the byte)
+            ):
+                t_ns = self.clock.now_ns()
+                try:
+                    plain = srtp.unprotect(data)
+                except pylibsrtp.Error:
+                    self.srtp_errors += 1
+                    return
+                self.fast_rtp += 1
+                self._on_rtp(plain, t_ns)
+                return
+            queue_datagram(data, component)
+
+        ice.data_received = datagram  # type: ignore[method-assign]
 
         async def tapped_send(data: bytes) -> None:
             await send_rtp(data)
@@ -172,18 +212,10 @@ class DirectAudio:
                     self.ledger.on_sent(RtcpPacket.parse(data), self.clock.now_ns())
 
         async def tapped_rtp(data: bytes, arrival_time_ms: int) -> None:
-            t_ns = self.clock.now_ns()
-            try:
-                h = parse_rtp(data)
-            except ValueError:
-                return
-            if h.payload_type not in self._recv_pts:
+            # packets that came through aioice's queue (before SRTP was keyed, or foreign)
+            if not self._on_rtp(data, self.clock.now_ns()):
                 self.foreign_rtp += 1
                 await handle_rtp(data, arrival_time_ms)
-                return
-            self._on_media(
-                h.sequence, h.timestamp, h.ssrc, data[h.payload_offset : h.payload_end], t_ns
-            )
 
         async def tapped_rtcp(data: bytes) -> None:
             t_ns = self.clock.now_ns()
@@ -211,13 +243,14 @@ class DirectAudio:
         pz, send_rtp = self.packetizer, self._send_rtp
         if pz is None or send_rtp is None:
             raise TransportError("WebRTC media is not negotiated yet")
+        dtls = self._dtls
+        assert dtls is not None
+        srtp = dtls._tx_srtp
+        if srtp is None or dtls.state != "connected":
+            raise TransportError(f"WebRTC send failed: DTLS transport is {dtls.state}")
         if self._first_ts is None:
             self._first_ts = pz.timestamp
-        packet = pz.packet(payload, samples, marker=pz.packets == 0)
-        try:
-            await send_rtp(packet)
-        except ConnectionError as exc:
-            raise TransportError(f"WebRTC send failed: {exc}") from exc
+        self._sendto(srtp.protect(pz.packet(payload, samples, marker=pz.packets == 0)))
         t_ns = self.clock.now_ns()
         # where RTP time zero lies on the shared clock, from the least-late packet so far: the
         # pacer is never early, so the smallest offset is the closest to its timeline
@@ -226,6 +259,16 @@ class DirectAudio:
             self._rtp_zero_ns = zero
         self._samples_sent += samples
         return t_ns
+
+    def _sendto(self, data: bytes) -> None:
+        """One protected datagram out on the nominated ICE pair, synchronously."""
+        pair = self._ice._nominated.get(1) if self._ice is not None else None
+        if pair is None:
+            raise TransportError("WebRTC send failed: no nominated ICE pair")
+        try:
+            pair.protocol.transport.sendto(data, pair.remote_addr)
+        except (OSError, AttributeError) as exc:  # AttributeError: the pair's socket is gone
+            raise TransportError(f"WebRTC send failed: {exc}") from exc
 
     def sender_report(self) -> RtcpSrPacket:
         """An SR whose NTP and RTP times name the same instant, with our report block."""
@@ -263,6 +306,19 @@ class DirectAudio:
 
     # --- downlink -------------------------------------------------------------------------
 
+    def _on_rtp(self, data: bytes, t_ns: int) -> bool:
+        """One unprotected RTP packet that arrived at `t_ns`; False when it is not ours."""
+        try:
+            h = parse_rtp(data)
+        except ValueError:
+            return True  # not RTP: nothing for aiortc either
+        if h.payload_type not in self._recv_pts:
+            return False
+        self._on_media(
+            h.sequence, h.timestamp, h.ssrc, data[h.payload_offset : h.payload_end], t_ns
+        )
+        return True
+
     def _on_media(self, seq: int, rtp_ts: int, ssrc: int, payload: bytes, t_ns: int) -> None:
         if self.remote_ssrc is None:
             self.remote_ssrc, self.remote_origin = ssrc, rtp_ts
@@ -275,4 +331,7 @@ class DirectAudio:
             self.on_frames(frames)
 
     def describe(self) -> dict[str, Any]:
-        return {"jitter_prefetch": self.jitter.prefetch, "rtp": "direct (rig-paced)"}
+        return {
+            "jitter_prefetch": self.jitter.prefetch,
+            "rtp": "direct (rig-paced; sendto and the datagram callback, past aioice's queue)",
+        }

@@ -15,7 +15,7 @@ holds 4), so a listener's buffering delay stays measurable and configurable.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rig.core.units import NS_PER_S
 
@@ -68,8 +68,10 @@ class RtpPacketizer:
         return header + self._ext + payload
 
 
-@dataclass(frozen=True, slots=True)
-class RtpHeader:
+class RtpHeader(NamedTuple):
+    """A tuple, not a dataclass: made once per packet, and a frozen dataclass costs several
+    times a tuple to build."""
+
     payload_type: int
     sequence: int
     timestamp: int
@@ -168,14 +170,13 @@ class RtpReceiveStats:
         return 0 if expected <= 0 or lost <= 0 else (lost << 8) // expected
 
 
-@dataclass(frozen=True, slots=True)
-class BufferedFrame:
-    """One Opus payload leaving the jitter buffer."""
+class BufferedFrame(NamedTuple):
+    """One Opus payload leaving the jitter buffer (a tuple: one is made per frame)."""
 
     sequence: int
     rtp_ts: int
     payload: bytes
-    arrival_ns: int  # its packet left SRTP at our socket
+    arrival_ns: int  # the loop read its packet from our socket (shared clock)
     release_ns: int  # arrival of the packet that released it (a listener could play it now)
 
 

@@ -7,11 +7,12 @@ no queue or task switch sits between the pacer and the socket. With 20 ms frames
 (the default) every frame is one packet; other frame sizes are buffered to 20 ms, and a
 frame that completed no packet returns its hand-off time.
 
-Downlink: every RTP packet is stamped on the shared clock where it leaves SRTP
-(`pkt_arrival_ns`) and filed in the rig's jitter buffer (`jitter_prefetch` packets, default
-4 like aiortc's, so 80 ms at 20 ms packets). A frame's `t_ns` is its release from that
-buffer, the moment a buffered listener could play it; `jb_ms` = release - arrival is
-recorded per chunk and kept out of the network and system shares. Frames are decoded when
+Downlink: every RTP packet is stamped on the shared clock in the datagram callback that read
+it from our socket, before SRTP (`pkt_arrival_ns`), and filed in the rig's jitter buffer
+(`jitter_prefetch` packets, default 4 like aiortc's, so 80 ms at 20 ms packets). A frame's
+`t_ns` is its release from that buffer, the moment a buffered listener could play it;
+`jb_ms` = release - arrival is recorded per chunk and kept out of the network and system
+shares. Frames are decoded when
 `receive()` hands them over, off the packet path; `server_ts_ms` maps the RTP timestamp
 onto the sender's clock once its first RTCP SR came.
 
@@ -71,6 +72,9 @@ class MediaRoute(Protocol):
 
 class MediaRelay(Protocol):
     async def open_route(self, target_host: str | None) -> MediaRoute: ...
+def peak(pcm: Pcm16) -> int:
+    """Largest |sample| (two reductions, no temporary array)."""
+    return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
 def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
@@ -78,11 +82,6 @@ def prefer_opus(pc: RTCPeerConnection, transceiver: Any) -> None:
     opus = [c for c in caps.codecs if c.name.lower() == "opus"]
     if opus:
         transceiver.setCodecPreferences(opus)
-
-
-def peak(pcm: Pcm16) -> int:
-    """Largest |sample| (two reductions, no temporary array)."""
-    return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
 
 
 class WebRtcTransport(Transport):
@@ -313,11 +312,10 @@ class WebRtcTransport(Transport):
                 await track.recv()
         self._queue.put_nowait(_END)
 
-    def _audio(self, f: BufferedFrame) -> DownAudio | None:
-        """Decode one released frame; None when it is quiet (counted, not yielded)."""
-        pcm = self.decoder.decode(f.payload)
+    def _audio(self, f: BufferedFrame, pcm: Pcm16, pk: int) -> DownAudio | None:
+        """One decoded frame; None when it is quiet (counted, not yielded)."""
         self.down_frames += 1
-        if self.quiet_peak is not None and peak(pcm) <= self.quiet_peak:
+        if self.quiet_peak is not None and pk <= self.quiet_peak:
             self.quiet_frames += 1
             return None
         self.jb_ns.append(f.release_ns - f.arrival_ns)
@@ -372,7 +370,8 @@ class WebRtcTransport(Transport):
                 yield DownEvent("transport.closed", self.clock.now_ns(), {"clean": True})
                 return
             if isinstance(item, BufferedFrame):
-                audio = self._audio(item)
+                pcm = self.decoder.decode(item.payload)
+                audio = self._audio(item, pcm, peak(pcm))
                 if audio is not None:
                     yield audio
                 continue
