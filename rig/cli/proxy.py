@@ -42,6 +42,12 @@ def add_parser(sub: Any) -> None:
         default=1.0,
         help="ping/pong + TCP_INFO on both legs every S seconds (default 1)",
     )
+    p.add_argument(
+        "--rt-priority",
+        type=int,
+        default=3,
+        help="SCHED_FIFO priority of the proxy's event loop (0: off; default 3, as rig run)",
+    )
     add_impair_option(p)
     p.add_argument(
         "--impair-client",
@@ -101,12 +107,12 @@ def run(args: argparse.Namespace) -> int:
         client_imp = parse_impair(args.impair_client)
     listen_host, listen_port = host or "127.0.0.1", int(port)
 
-    async def main() -> None:
+    async def main(sched: dict[str, object]) -> None:
         nonlocal client_relay
         via = None
         if relay is not None:  # between the proxy and the upstream, in its own process
             via = relay.start(impair_log_path(out))  # main thread: it dies with it
-        config: dict[str, object] = {}
+        config: dict[str, object] = {"scheduling": sched}
         if args.impair:
             config["impair_upstream"] = relay.impairment.as_dict() if relay else args.impair
         if args.impair_client:
@@ -153,5 +159,8 @@ def run(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(proxy.manifest_counts().items()))
         print(f"rig proxy: {len(proxy.results)} connections ({counts or 'none'}) in {out}")
 
-    asyncio.run(main())
+    from rig import realtime
+
+    with realtime.scheduling(args.rt_priority) as sched, realtime.streaming():
+        asyncio.run(main(sched))
     return 0

@@ -6,7 +6,7 @@ How this works. The proxy (rig.proxy) decodes each client message (the dialect's
 The user track is laid on the session timeline (sample 0 = `t0_ns`: the proxy sets it to
 the client's first audio, unless system audio came first)
 the way the listener lays out system audio: each chunk at max(its arrival, the end of the
-previous one: arrival jitter under `fill_gap_ms` closes up), silence where the client sent
+previous one: arrival jitter under `fill_gap_ms` (250 ms) closes up), silence where the client sent
 nothing for longer. So user.wav holds the client's audio
 where it passed, and `sent_ns_of_sample` answers, like the rig's own send log, when a given
 input sample passed: its chunk's arrival plus its offset in the chunk.
@@ -51,7 +51,7 @@ class ClientConfig:
     #: a chunk arriving this much after the end of the track starts a stretch of silence;
     #: less is arrival jitter, and the chunk follows on (the system counts input samples
     #: without gaps, so the track's sample k stays the system's k-th input sample)
-    fill_gap_ms: float = 100.0
+    fill_gap_ms: float = 250.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from rig.errors import ProtocolError
 from rig.recordings.sink import RolloutSink
 from rig.recordings.writer import RecordingWriter
 from rig.redact import redact_text
+from rig.safejson import JsonInputError, parse
 
 AUDIO_RECORDS = (UserAudio, SystemAudio, SystemPad, ReceivedAudio)
 #: event data kept without --record-audio (numbers about the path, never content)
@@ -99,7 +100,7 @@ class ProxyConnection:
         try:
             items = self.dialect.decode_client(message, t_in)
         except ProtocolError as exc:
-            self._protocol_error("client", exc, t_in)
+            self._protocol_error("client", exc, t_in, message)
             return
         for item in items:
             if isinstance(item, UpAudio):
@@ -123,7 +124,7 @@ class ProxyConnection:
         try:
             items = self.dialect.decode(message, t_in)
         except ProtocolError as exc:
-            self._protocol_error("upstream", exc, t_in)
+            self._protocol_error("upstream", exc, t_in, message)
             return
         for item in items:
             if isinstance(item, DownAudio):
@@ -197,13 +198,18 @@ class ProxyConnection:
             self.bug = self.bug or f"{type(exc).__name__}: {redact_text(str(exc))[:300]}"
         return []
 
-    def _protocol_error(self, side: str, exc: ProtocolError, t_ns: int) -> None:
+    def _protocol_error(
+        self, side: str, exc: ProtocolError, t_ns: int, message: Message | None = None
+    ) -> None:
         self.errors += 1
         text = f"{side}: {redact_text(str(exc))[:300]}"
         if self.first_error is None:
             self.first_error = text
         if self.errors <= MAX_ERROR_EVENTS:
-            self._put([EventRecord("proxy.protocol_error", t_ns, {"from": side, "error": text})])
+            data = {"from": side, "error": text}
+            if message is not None:
+                data |= {f"message_{k}": v for k, v in message_meta(message).items()}
+            self._put([EventRecord("proxy.protocol_error", t_ns, data)])
 
     def _put(self, records: list[Any]) -> None:
         for r in records:
@@ -255,12 +261,34 @@ class ProxyConnection:
         }
 
 
+def message_meta(message: Message) -> dict[str, Any]:
+    """What a message was, without its content: kind, size, and the JSON `type` of text."""
+    if isinstance(message, bytes):
+        return {"kind": "binary", "bytes": len(message)}
+    meta: dict[str, Any] = {"kind": "text", "bytes": len(message.encode("utf-8", "replace"))}
+    try:
+        obj = parse(message)
+    except JsonInputError:
+        return meta
+    if isinstance(obj, dict) and isinstance(obj.get("type"), str):
+        meta["type"] = obj["type"][:200]
+    return meta
+
+
 def _metadata(data: dict[str, Any]) -> dict[str, Any]:
     """What an event keeps without --record-audio: numbers and short names, no text."""
     keep: dict[str, Any] = {}
     for k, v in data.items():
         if isinstance(v, bool | int | float) or v is None:
             keep[k] = v
-        elif isinstance(v, str) and k in ("wire_type", "from", "item_id", "framing", "error"):
+        elif isinstance(v, str) and k in (
+            "wire_type",
+            "from",
+            "item_id",
+            "framing",
+            "error",
+            "message_kind",
+            "message_type",
+        ):
             keep[k] = v[:200]
     return keep

@@ -24,16 +24,16 @@ def test_chunks_sit_where_they_arrived_and_gaps_are_silence() -> None:
     c = ClientUplink(t0_ns=0)
     recs = c.on_audio(_frame(True), RATE, 0)
     assert [type(r) for r in recs] == [UserAudio, ChunkRecord]
-    recs = c.on_audio(_frame(True), RATE, 200 * NS_PER_MS)  # 180 ms with nothing sent
-    assert isinstance(recs[0], UserAudio) and recs[0].pcm.size == 3200 - N
-    assert c.end_sample == 3200 + N
-    assert c.passed_ns(3200 + 10) == 200 * NS_PER_MS + 10 * 1_000_000_000 // RATE
+    recs = c.on_audio(_frame(True), RATE, 400 * NS_PER_MS)  # 380 ms with nothing sent
+    assert isinstance(recs[0], UserAudio) and recs[0].pcm.size == 6400 - N
+    assert c.end_sample == 6400 + N
+    assert c.passed_ns(6400 + 10) == 400 * NS_PER_MS + 10 * 1_000_000_000 // RATE
     # faster than real time: queued behind the previous chunk, never overlapping
-    c.on_audio(_frame(False), RATE, 200 * NS_PER_MS)
-    assert c.chunks[-1].start_sample == 3200 + N
-    # arrival jitter (here 15 ms late) closes up: no samples the system never got
-    recs = c.on_audio(_frame(False), RATE, 255 * NS_PER_MS)
-    assert c.chunks[-1].start_sample == 3200 + 2 * N and isinstance(recs[0], UserAudio)
+    c.on_audio(_frame(False), RATE, 400 * NS_PER_MS)
+    assert c.chunks[-1].start_sample == 6400 + N
+    # arrival jitter (here 115 ms late) closes up: no samples the system never got
+    recs = c.on_audio(_frame(False), RATE, 555 * NS_PER_MS)
+    assert c.chunks[-1].start_sample == 6400 + 2 * N and isinstance(recs[0], UserAudio)
     assert recs[0].pcm.size == N
 
 
