@@ -262,3 +262,64 @@ async def test_credentials_pass_through_and_are_never_written(tmp_path) -> None:
     for name in ("user.wav", "system.wav", "received.wav"):  # metadata only: no audio
         wav = tmp_path / "px/rollouts/conn-0001" / name
         assert not wav.exists() or wav.stat().st_size <= 44
+
+
+def _pipecat_python() -> str | None:
+    for cand in (os.environ.get("RIG_PIPECAT_PYTHON"), sys.executable):
+        if cand and os.path.exists(cand):
+            ok = subprocess.run([cand, "-c", "import pipecat.serializers.protobuf"],
+                                capture_output=True, timeout=60)  # fmt: skip
+            if ok.returncode == 0:
+                return cand
+    return None
+
+
+@pytest.mark.pipecat
+async def test_real_pipecat_bot_through_the_proxy(tmp_path) -> None:
+    """The real Pipecat bot (Silero VAD, its websocket transport and protobuf serializer),
+    the rig as the client: the proxy's latency agrees with the client's."""
+    python = _pipecat_python()
+    if python is None:
+        pytest.skip("pipecat-ai is not importable (set RIG_PIPECAT_PYTHON)")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bot = subprocess.Popen(  # noqa: ASYNC220 - started before the loop has work
+        [python, os.path.join(os.path.dirname(__file__), "fakes", "pipecat_bot.py"),
+         str(port), "0.4", "0.8"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "bot.log", "w"),  # noqa: SIM115, ASYNC230
+    )  # fmt: skip
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        await until(listening, timeout_s=60, every_s=0.2, what="the pipecat bot to listen")
+        proxy = RecordingProxy(
+            f"ws://127.0.0.1:{port}", str(tmp_path / "px"), dialect="pipecat",
+            record_audio=True, path_interval_s=0.25,
+        )  # fmt: skip
+        url = await proxy.start()
+        try:
+            rs = await run_rollouts(
+                str(tmp_path / "c"),
+                [("bot", url, "pipecat", {}, speech_plan(16_000, ("what",), gap_s=2.0))],
+                drain_quiet_s=1.0,
+            )
+        finally:
+            await proxy.stop()
+    finally:
+        bot.terminate()
+        bot.wait(10)
+    c = rs["bot"].metrics
+    assert c["status"] == "ok", c
+    (m,) = proxy.results.values()
+    assert m["status"] == "ok", m
+    (c_resp,) = [r for r in c["responses"] if r.get("latency_ms") is not None]
+    (p_resp,) = [r for r in m["responses"] if r.get("latency_ms") is not None]
+    _agrees_with_client(p_resp, c_resp)
+    assert m["downlink"]["audio_s"] == pytest.approx(0.8, abs=0.05)
