@@ -35,6 +35,7 @@ from rig.core.records import (
     SystemPad,
     UserAudio,
 )
+from rig.core.responses import lateness_summary
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
@@ -247,8 +248,6 @@ class ProxyConnection:
 
     def summary(self) -> dict[str, Any]:
         """The proxy's own numbers for metrics.json `proxy`."""
-        from rig.core.responses import lateness_summary
-
         t = self.traffic
         return {
             "messages": dict(t.counts),
