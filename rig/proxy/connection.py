@@ -96,7 +96,20 @@ class ProxyConnection:
     # --- the two directions ---------------------------------------------------------------
 
     def up(self, message: Message, t_in: int, t_fwd: int) -> None:
-        """A client message, already forwarded upstream."""
+        """A client message, already forwarded upstream (never raises: a bug is recorded)."""
+        try:
+            self._up(message, t_in, t_fwd)
+        except Exception as exc:  # noqa: BLE001 - accounting must never stop the proxy
+            self.bug = self.bug or f"{type(exc).__name__}: {redact_text(str(exc))[:300]}"
+
+    def down(self, message: Message, t_in: int, t_fwd: int) -> None:
+        """A system message, already forwarded to the client (never raises)."""
+        try:
+            self._down(message, t_in, t_fwd)
+        except Exception as exc:  # noqa: BLE001 - accounting must never stop the proxy
+            self.bug = self.bug or f"{type(exc).__name__}: {redact_text(str(exc))[:300]}"
+
+    def _up(self, message: Message, t_in: int, t_fwd: int) -> None:
         self._count("up", message, t_in, t_fwd)
         try:
             items = self.dialect.decode_client(message, t_in)
@@ -119,8 +132,7 @@ class ProxyConnection:
             else:
                 self._client_event(item)
 
-    def down(self, message: Message, t_in: int, t_fwd: int) -> None:
-        """A system message, already forwarded to the client."""
+    def _down(self, message: Message, t_in: int, t_fwd: int) -> None:
         self._count("down", message, t_in, t_fwd)
         try:
             items = self.dialect.decode(message, t_in)

@@ -296,6 +296,7 @@ class RecordingProxy:
         returns who closed ("client" or "upstream")."""
         closer = "client" if direction == "up" else "upstream"
         account = pc.up if direction == "up" else pc.down
+        call_soon = asyncio.get_running_loop().call_soon
         while True:
             try:
                 message = await src.recv()
@@ -320,12 +321,17 @@ class RecordingProxy:
                 other = "upstream" if direction == "up" else "client"
                 end["closed_by"] = end["closed_by"] or other
                 return other
-            account(message, t_in, self.clock.now_ns())  # forwarded first, then accounted
+            # forwarded first, accounted after: a burst already buffered (replies sent faster
+            # than real time) is forwarded whole before any of it is decoded, since recv and
+            # send do not yield while data is at hand; call_soon keeps both directions in
+            # the order they were forwarded
+            call_soon(account, message, t_in, self.clock.now_ns())
 
     # --- the end of a connection ----------------------------------------------------------
 
     async def _finish(self, pc: ProxyConnection, path: str, end: dict[str, str | None]) -> None:
         """Freeze the connection's log, analyse it in the worker, write metrics.json."""
+        await asyncio.sleep(0)  # the accounting still queued behind the last forwards runs first
         log = pc.finish(self.clock.now_ns())
         if end["connect"] == "failed":
             outcome = Outcome("transport_error", end["error"])
