@@ -1,13 +1,11 @@
 """Real time, real loopback WebSocket, the reference system in another process."""
 
-import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from rig.sim.truth import read_truth
+from tests.support.runone import run_turn_what
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -20,32 +18,8 @@ def _start_sim(tmp_path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
 
 
 def _run(tmp_path, url: str, *extra: str) -> tuple[int, dict]:
-    out = tmp_path / "out"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rig",
-            "run",
-            os.path.join("rig", "data", "turn_what.wav"),
-            "--target",
-            url,
-            "--out",
-            str(out),
-            "--run-id",
-            "run",
-            "--headless",
-            "--drain-quiet-s",
-            "0.8",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    d = out / "run" / "rollouts" / "turn_what"
-    metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
-    return r.returncode, metrics
+    r = run_turn_what(tmp_path, url, *extra)
+    return r.returncode, r.metrics
 
 
 @pytest.mark.parametrize("speed", ["1", "0"])

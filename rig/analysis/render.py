@@ -152,6 +152,12 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
+    print_closing(console, report)
+    return console.export_text()
+
+
+def print_closing(console: Console, report: dict[str, Any]) -> None:
+    """What every form of the report ends with: endpointing, settings side by side, problems."""
     endpointing = render_endpointing(report)
     if endpointing is not None:
         console.print(endpointing)
@@ -160,4 +166,3 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
         console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
-    return console.export_text()

@@ -101,9 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rig.analysis.aggregate import aggregate, load_run
     from rig.analysis.gates import check_gates, gate_values, parse_gates
-    from rig.analysis.render import render_decomposition, render_endpointing, render_table
+    from rig.analysis.render import print_closing, render_decomposition, render_table
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
-    from rig.analysis.sweep import render_settings
     from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, print_table, summary_table
 
@@ -163,14 +162,7 @@ def run(args: argparse.Namespace) -> int:
     for table in (rtt_table(rollouts), split_table(rollouts)):
         if table is not None:
             console.print(table)
-    endpointing = render_endpointing(report)
-    if endpointing is not None:
-        console.print(endpointing)
-    side_by_side = render_settings(report)
-    if side_by_side is not None:
-        console.print(side_by_side)
-    for p in report["problems"]:
-        console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
+    print_closing(console, report)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
     for path in written:

@@ -4,11 +4,7 @@ system in another process; what the rig infers against the relay's impair.jsonl.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,38 +12,14 @@ import pytest
 from rig.clockfit.fit import METHOD_TWO_WAY
 from rig.core.units import NS_PER_MS
 from rig.sim.truth import read_truth
+from tests.support.runone import OneRun, run_turn_what
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
 
 
-def _run(tmp_path: Path, url: str, *extra: str) -> tuple[int, dict[str, Any], Path, str]:
-    out = tmp_path / "out"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rig",
-            "run",
-            os.path.join("rig", "data", "turn_what.wav"),
-            "--target",
-            url,
-            "--out",
-            str(out),
-            "--run-id",
-            "run",
-            "--headless",
-            "--drain-quiet-s",
-            "0.8",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    d = out / "run" / "rollouts" / "turn_what"
-    metrics = json.loads((d / "metrics.json").read_text()) if (d / "metrics.json").exists() else {}
-    return r.returncode, metrics, out / "run", r.stderr
+def _run(tmp_path: Path, url: str, *extra: str) -> OneRun:
+    return run_turn_what(tmp_path, url, *extra)
 
 
 def _applied_ms(path: Path, direction: str) -> float:
