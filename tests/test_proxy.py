@@ -133,9 +133,15 @@ def test_rig_run_through_rig_proxy_to_rig_sim_agrees_with_client_and_truth(tmp_p
 async def test_openai_client_through_the_proxy_with_a_barge_in(tmp_path) -> None:
     """The OpenAI fake, the rig as the client: latencies agree; the client's own
     `conversation.item.truncate` cuts the proxy's playback where the client cut it."""
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def publisher(rid: str) -> Any:
+        return lambda kind, data: seen.append((rid, kind, data))
+
     async with FakeRealtimeServer(reply_s=1.5, model_delay_s=0.2) as srv:
         proxy = RecordingProxy(srv.url, str(tmp_path / "px"), dialect="openai",
-                               record_audio=True, path_interval_s=0.25)  # fmt: skip
+                               record_audio=True, path_interval_s=0.25,
+                               publish_factory=publisher)  # fmt: skip
         url = await proxy.start()
         try:
             what = await run_rollouts(
@@ -164,6 +170,12 @@ async def test_openai_client_through_the_proxy_with_a_barge_in(tmp_path) -> None
     lines = (tmp_path / "px/rollouts/conn-0002/events.jsonl").read_text().splitlines()
     kinds = [json.loads(x)["kind"] for x in lines]
     assert "client.truncate" in kinds and "playback.truncate" in kinds
+    # live telemetry, as a session publishes it (the view and MQTT read these)
+    states = [d["state"] for rid, k, d in seen if rid == "conn-0001" and k == "status"]
+    assert states == ["running", "done"]
+    (live,) = [d for rid, k, d in seen if rid == "conn-0001" and k == "response"]
+    assert live["latency_ms"] == p_resp["latency_ms"]
+    assert {k for _, k, _ in seen} >= {"chunk", "protocol", "rtt"}
 
 
 async def _hostile_upstream(ws) -> None:  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 from typing import Any
@@ -55,6 +56,12 @@ def add_parser(sub: Any) -> None:
         help="network conditions between the client and the proxy (same syntax as --impair, "
         "which applies to the upstream leg)",
     )
+    p.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish live telemetry (status, chunks, responses) to an MQTT broker, as rig run "
+        "does: `rig watch --mqtt URL` shows the proxied conversations (mqtt extra)",
+    )
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument(
@@ -94,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
     if args.run_id is not None:
         check_id(args.run_id, "--run-id")
     bounded(args.path_interval_s, 0.05, 3600.0, "--path-interval-s")
+    if args.mqtt:
+        from rig.extras import require
+
+        require("mqtt", "--mqtt")
     options = parse_dialect_options(args.dialect_opt)
     get_dialect(args.dialect, **options)  # unknown dialect or option: exit 2 here
     out = os.path.join(args.out, args.run_id or new_run_id())
@@ -108,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
     listen_host, listen_port = host or "127.0.0.1", int(port)
 
     async def main(sched: dict[str, object]) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await serve(sched, stack)
+
+    async def serve(sched: dict[str, object], stack: contextlib.AsyncExitStack) -> None:
         nonlocal client_relay
         via = None
         if relay is not None:  # between the proxy and the upstream, in its own process
@@ -129,6 +144,19 @@ def run(args: argparse.Namespace) -> int:
             path_interval_s=args.path_interval_s,
             config=config,
         )
+        if args.mqtt:
+            from rig.telemetry import events as ev
+            from rig.telemetry.bus import EventBus
+            from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
+            from rig.telemetry.session_bridge import session_publisher
+
+            bus = EventBus()
+            proxy.publish_factory = session_publisher(
+                bus, proxy.run_id, proxy.clock, target=redact_url(args.upstream)
+            )
+            mqtt = MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=proxy.clock)
+            await stack.enter_async_context(mqtt)
+            bus.publish(ev.run(proxy.run_id, proxy.clock.now_ns(), 0))
         if args.impair_client:
             # the client reaches the proxy through a relay on --listen; the proxy itself
             # listens on a private loopback port behind it

@@ -39,7 +39,7 @@ from rig.core.responses import lateness_summary
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
-from rig.recordings.sink import RolloutSink
+from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RecordingWriter
 from rig.redact import redact_text
 from rig.safejson import JsonInputError, parse
@@ -71,8 +71,11 @@ class ProxyConnection:
         t0_ns: int,
         *,
         record_audio: bool = False,
+        publish: Publish | None = None,
     ) -> None:
         self.rollout_id = rollout_id
+        #: live telemetry (rig.telemetry.session_bridge): the same events a session publishes
+        self.publish = publish
         self.dir = rollout_dir
         self.dialect = dialect
         self.writer = writer
@@ -244,9 +247,17 @@ class ProxyConnection:
     def open(self, user_rate: int) -> None:
         """Open the rollout's files (once the user track's rate is known, or at the end)."""
         if self.sink is None:
-            self.sink = RolloutSink(self.writer.rollout(self.dir, user_rate))
+            self.sink = RolloutSink(self.writer.rollout(self.dir, user_rate), self.publish)
             pending, self._pending = self._pending, []
             self.sink.put_all(pending)
+
+    def status(self, state: str, **data: Any) -> None:
+        """A state change for live views (never raises)."""
+        if self.publish is not None:
+            try:
+                self.publish("status", {"state": state, **data})
+            except Exception:  # noqa: BLE001, S110 - telemetry must never hurt the proxy
+                pass
 
     # --- the end --------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ import itertools
 import multiprocessing
 import os
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -46,6 +47,7 @@ from rig.dialects import get_dialect
 from rig.net.pathsample import PathSampler
 from rig.proxy.connection import ProxyConnection
 from rig.recordings.manifest import build_manifest, utc_now
+from rig.recordings.sink import Publish
 from rig.recordings.writer import RecordingWriter, write_json_atomic
 from rig.redact import redact_text, redact_url
 from rig.transports.websocket import (
@@ -94,6 +96,7 @@ class RecordingProxy:
         path_interval_s: float = 1.0,
         analysis_timeout_s: float = 120.0,
         config: dict[str, Any] | None = None,
+        publish_factory: Callable[[str], Publish] | None = None,
     ) -> None:
         self.clock: Clock = clock or MonotonicClock()
         #: TCP address to reach the upstream through (an impairment relay, rig.relay.process)
@@ -110,6 +113,8 @@ class RecordingProxy:
         self.path_interval_s = path_interval_s
         self.analysis_timeout_s = analysis_timeout_s
         self.config = dict(config or {})
+        #: rollout id -> live telemetry for it (rig.telemetry.session_bridge), as the runner's
+        self.publish_factory = publish_factory
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self._writer = RecordingWriter()
@@ -192,7 +197,9 @@ class RecordingProxy:
             self._writer,
             self.clock.now_ns(),
             record_audio=self.record_audio,
+            publish=self.publish_factory(rid) if self.publish_factory else None,
         )
+        pc.status("running", t0_ns=pc.t0_ns)
         headers = {
             k: v
             for k, v in (client.request.headers.raw_items() if client.request else [])
@@ -384,6 +391,8 @@ class RecordingProxy:
         if isinstance(metrics.get("reason"), str):
             metrics["reason"] = redact_text(metrics["reason"])
         self.results[pc.rollout_id] = metrics
+        pc.status("done", status=metrics.get("status"), reason=metrics.get("reason"))
+        pc.sink.results(metrics)
         try:
             await asyncio.to_thread(
                 write_json_atomic, os.path.join(pc.dir, "metrics.json"), metrics
