@@ -335,3 +335,42 @@ async def test_real_pipecat_bot_through_the_proxy(tmp_path) -> None:
     (p_resp,) = [r for r in m["responses"] if r.get("latency_ms") is not None]
     _agrees_with_client(p_resp, c_resp)
     assert m["downlink"]["audio_s"] == pytest.approx(0.8, abs=0.05)
+
+
+def test_impair_client_puts_the_relay_on_the_client_leg(tmp_path) -> None:
+    """`rig proxy --impair-client`: the client leg carries the delay (its round trips and
+    the client-leg share), the upstream leg does not, and the client-seen latency still
+    matches what the client measured."""
+    sim, sim_url = start_sim("--latency-ms", "200", "--endpoint-silence-ms", "300",
+                             "--reply-s", "0.4")  # fmt: skip
+    try:
+        proxy, url = start_proxy(sim_url, str(tmp_path / "px"), "--run-id", "p",
+                                 "--path-interval-s", "0.25",
+                                 "--impair-client", "delay=15ms")  # fmt: skip
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "rig", "run", os.path.join("rig", "data", "turn_what.wav"),
+                 "--target", url, "--out", str(tmp_path / "c"), "--run-id", "c", "--headless",
+                 "--drain-quiet-s", "0.8"],
+                capture_output=True, text=True, timeout=90,
+            )  # fmt: skip
+        finally:
+            stop_proxy(proxy)
+    finally:
+        stop_sim(sim)
+    assert_run_ok(r.returncode, r.stderr, tmp_path / "c" / "c")
+    (client,) = _rollouts(tmp_path / "c" / "c").values()
+    (m,) = _rollouts(tmp_path / "px" / "p").values()
+    assert m["status"] == "ok", m
+    legs = m["legs"]
+    assert legs["client"]["rtt_by_source"]["ws_ping"]["rtt_min_ms"] >= 30.0, legs
+    assert legs["upstream"]["rtt_by_source"]["ws_ping"]["rtt_p50_ms"] < 20.0, legs
+    (c_resp,) = client["responses"]
+    (p_resp,) = m["responses"]
+    assert p_resp["client_leg_ms"] == pytest.approx(30.0, abs=3.0 + p_resp["client_leg_err_ms"])
+    assert p_resp["client_seen_latency_ms"] == pytest.approx(
+        c_resp["latency_ms"], abs=1.0 + p_resp["client_seen_err_ms"]
+    )
+    assert (tmp_path / "px" / "p" / "impair-client.jsonl").stat().st_size > 0
+    manifest = json.loads((tmp_path / "px" / "p" / "manifest.json").read_text())
+    assert manifest["config"]["impair_client"]["spec"] == "delay=15ms", manifest["config"]
