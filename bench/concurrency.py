@@ -4,6 +4,7 @@ and memory per rollout.
     python bench/concurrency.py --n 10 25 50 --seconds 8
     python bench/concurrency.py --n 50 --hogs 2 --rt-priority 0 3   # under CPU contention
     python bench/concurrency.py --n 10 --waves 3 --asr off tiny.en off tiny.en  # ASR on/off
+    python bench/concurrency.py --n 3 --seconds 5 --rt-priority 3 --hogs 3 --helpers 0 1 --rounds 5
 
 Each rollout plays a tone turn of --seconds (one reply, then drain). Reports, per N: p50/p99/
 max uplink send lateness over all frames of all rollouts (target p99 < 5 ms), stalls, and
@@ -15,12 +16,18 @@ thread (rig/realtime.py) side by side, alternating in one run. --asr compares ru
 and with word-level ASR (a faster-whisper model name or path, run in the analysis worker
 after each rollout); with --waves W, N*W rollouts run N at a time, so the worker's ASR of
 finished rollouts overlaps the streaming of later ones (what could move pacing).
+--helpers compares the priority of the process's other Python threads while the loop is real
+time (rig.realtime.HELPER_PRIORITY: 0 leaves them at normal scheduling, the old behaviour, 1
+is the default), alternating in one run, --rounds times; each line also gives the event
+loop's lag (rig.loopwatch, p99 and max over the rollouts) and how many rollouts the rig
+flagged for its own timing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -32,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from rig import realtime
 from rig.audio.source import tone
 from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder
@@ -96,6 +104,9 @@ async def one_run(
     result = await runner.run(specs)
     w.cancel()
     stalls = sum(r.get("uplink", {}).get("stalls", 0) for r in result["results"].values())
+    loops = [((r.get("rig_timing") or {}).get("loop") or {}) for r in result["results"].values()]
+    lag_p99 = [x["lag_p99_ms"] for x in loops if x.get("lag_p99_ms") is not None]
+    lag_max = [x["lag_max_ms"] for x in loops if x.get("lag_max_ms") is not None]
     x = np.array(uplink_lateness_ns(result["run_dir"], list(result["results"]))) / 1e6
     return {
         "n": n,
@@ -111,6 +122,9 @@ async def one_run(
         "lateness_p99_ms": round(float(np.percentile(x, 99)), 3),
         "lateness_max_ms": round(float(x.max()), 3),
         "stalls": stalls,
+        "loop_lag_p99_ms": max(lag_p99, default=None),
+        "loop_lag_max_ms": max(lag_max, default=None),
+        "timing_invalid": sum(1 for r in result["results"].values() if not r.get("timing_valid")),
         "rss_per_rollout_mb": round((peak[0] - rss0) / 1024 / n, 2),
     }
 
@@ -128,6 +142,14 @@ def main() -> None:
     ap.add_argument("--rt-priority", type=int, nargs="+", default=[0])
     ap.add_argument("--asr", nargs="+", default=["off"], help="off or a model, alternating")
     ap.add_argument("--waves", type=int, default=1, help="N*WAVES rollouts, N at a time")
+    ap.add_argument(
+        "--helpers",
+        type=int,
+        nargs="+",
+        default=[realtime.HELPER_PRIORITY],
+        help="SCHED_FIFO priority of the other Python threads (0: normal), alternating",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the whole comparison")
     args = ap.parse_args()
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     sim = subprocess.Popen(
@@ -142,12 +164,15 @@ def main() -> None:
     print(f"machine: {platform.machine()} {os.cpu_count()} cpu, {platform.platform()}")
     try:
         with tempfile.TemporaryDirectory() as out:
-            for n in args.n:
-                for prio in args.rt_priority:
-                    for asr in args.asr:
-                        model = None if asr == "off" else asr
-                        r = asyncio.run(one_run(url, n, args.seconds, out, prio, model, args.waves))
-                        print(json.dumps({"hogs": args.hogs, **r}), flush=True)
+            for _ in range(args.rounds):
+                for n, prio, asr, helpers in itertools.product(
+                    args.n, args.rt_priority, args.asr, args.helpers
+                ):
+                    model = None if asr == "off" else asr
+                    realtime.HELPER_PRIORITY = helpers
+                    r = asyncio.run(one_run(url, n, args.seconds, out, prio, model, args.waves))
+                    row = {"hogs": args.hogs, "helpers": helpers, "load": os.getloadavg()[0], **r}
+                    print(json.dumps(row), flush=True)
     finally:
         for h in hogs:
             h.kill()

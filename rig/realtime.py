@@ -10,11 +10,24 @@ of it. It does not touch the audio path; it only removes the interpreter's own p
 
 `scheduling(priority)` removes the machine's: other processes (the system under test on the
 same box, a build, a noisy neighbour) take the core the loop needs. It asks the kernel for
-SCHED_FIFO on the loop's thread only, as JACK does for its audio thread; with
-SCHED_RESET_ON_FORK every thread or process started from it (disk and analysis workers) is
-back to normal scheduling. `bench/concurrency.py --hogs 2` (two busy processes on a 2-core
-machine, 50 rollouts): uplink lateness p99 7.6-16.7 ms and up to 146 stalls without it,
-0.9-1.1 ms and no stall with it.
+SCHED_FIFO on the loop's thread, as JACK does for its audio thread. `bench/concurrency.py
+--hogs 2` (two busy processes on a 2-core machine, 50 rollouts): uplink lateness p99
+7.6-16.7 ms and up to 146 stalls without it, 0.9-1.1 ms and no stall with it.
+
+A real-time loop is not enough on its own: the loop needs the GIL, and any other Python
+thread of the process may hold it (the writer, asyncio's executor threads, the analysis
+pool's manager and feeder threads, a live-view feed). A normal-priority holder that the
+kernel preempts keeps the GIL while it waits for a CPU, so the real-time loop waits with it:
+a priority inversion. Traced with `perf sched` on this machine, the writer was preempted
+holding the GIL and the loop slept on it for 24-32 ms (docs/pacing.md, "The GIL's other
+holders"). So while the loop is real time, every other Python thread of the process runs
+at SCHED_FIFO `HELPER_PRIORITY` (1: below the loop, above every normal process): threads
+that exist are raised, threads started meanwhile raise themselves as they start (a
+`threading.setprofile` hook that removes itself), and all are put back on exit. A thread
+that is already real time (JACK's, PortAudio's) is never lowered. The GIL lets only one of
+these threads run Python at a time, so together they never take more than the one core the
+loop could take itself. With SCHED_RESET_ON_FORK on all of them, no process they start
+(the analysis worker, a reference system) inherits real-time scheduling.
 Without the privilege (root, CAP_SYS_NICE or an RLIMIT_RTPRIO, e.g. the `audio` group's
 `rtprio` in limits.conf) the run goes on at normal priority and says so in the manifest.
 """
@@ -25,10 +38,17 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 SWITCH_INTERVAL_S = 0.001
+#: SCHED_FIFO priority of the process's other Python threads while a loop thread is real time
+HELPER_PRIORITY = 1
+_REAL_TIME = frozenset(
+    getattr(os, name) for name in ("SCHED_FIFO", "SCHED_RR", "SCHED_DEADLINE") if hasattr(os, name)
+)
 
 
 @contextlib.contextmanager
@@ -49,8 +69,9 @@ def streaming() -> Iterator[None]:
 
 @contextlib.contextmanager
 def scheduling(priority: int) -> Iterator[dict[str, Any]]:
-    """SCHED_FIFO at `priority` (1-99) for the calling thread while inside; 0 leaves it as is.
-    Yields what was obtained, for the manifest; never raises for a missing privilege."""
+    """SCHED_FIFO at `priority` (1-99) for the calling thread while inside, and SCHED_FIFO
+    `HELPER_PRIORITY` for the process's other Python threads (they share its GIL); 0 leaves
+    it as is. Yields what was obtained, for the manifest; never raises for a missing privilege."""
     if priority <= 0:
         yield {"policy": "default", "requested_priority": 0}
         return
@@ -62,7 +83,9 @@ def scheduling(priority: int) -> Iterator[dict[str, Any]]:
         # test only the kernel's 5 % real-time throttling margin
         yield {"policy": "default", "requested_priority": priority, "reason": "one CPU"}
         return
-    saved_policy, saved_param = os.sched_getscheduler(0), os.sched_getparam(0)
+    tid = threading.get_native_id()
+    # raised as a helper by another real-time loop of this process: restore what it had
+    saved = _HELPERS.claim(tid) or (os.sched_getscheduler(0), os.sched_getparam(0))
     prio = max(1, min(priority, os.sched_get_priority_max(os.SCHED_FIFO)))
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(prio))
@@ -74,8 +97,113 @@ def scheduling(priority: int) -> Iterator[dict[str, Any]]:
             "CAP_SYS_NICE or an rtprio limit (limits.conf) to get it",
         }
         return
+    helper = min(HELPER_PRIORITY, prio)
+    _HELPERS.enter(helper if helper > 0 else 0, tid)
     try:
-        yield {"policy": "SCHED_FIFO", "priority": prio, "requested_priority": priority}
+        yield {
+            "policy": "SCHED_FIFO",
+            "priority": prio,
+            "requested_priority": priority,
+            "helper_priority": helper if helper > 0 else None,
+        }
     finally:
+        _HELPERS.exit()
         with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, saved_policy, saved_param)
+            os.sched_setscheduler(0, *saved)
+
+
+class _Helpers:
+    """The process's other Python threads at SCHED_FIFO while any loop thread is real time
+    (counted: nested or concurrent loops share one set), each put back when the last ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._prio = 0
+        self._saved: dict[int, tuple[int, os.sched_param]] = {}  # tid -> policy before
+        self._loops: set[int] = set()  # real-time loop threads: never touched here
+        self._prev_hook: Any = None
+
+    @property
+    def raised(self) -> int:
+        """How many threads are at the helper priority now (for tests and benches)."""
+        with self._lock:
+            return len(self._saved)
+
+    def enter(self, prio: int, loop_tid: int) -> None:
+        with self._lock:
+            self._loops.add(loop_tid)
+            self._users += 1
+            if self._users > 1 or prio <= 0:
+                return
+            self._prio = prio
+            self._prev_hook = threading.getprofile()
+            threading.setprofile(self._hook)
+            for t in threading.enumerate():
+                if t.native_id is not None:
+                    self._raise(t.native_id)
+
+    def exit(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            self._loops.clear()
+            if self._prio <= 0:
+                return
+            threading.setprofile(self._prev_hook)
+            self._prev_hook = None
+            alive = set(_task_ids())
+            for tid, (policy, param) in self._saved.items():
+                if tid in alive and _is_helper(tid, self._prio):
+                    with contextlib.suppress(OSError):
+                        os.sched_setscheduler(tid, policy, param)
+            self._saved.clear()
+            self._prio = 0
+
+    def claim(self, tid: int) -> tuple[int, os.sched_param] | None:
+        """A raised thread becomes a real-time loop itself: what it had before it was raised."""
+        with self._lock:
+            return self._saved.pop(tid, None)
+
+    def _raise(self, tid: int) -> None:
+        """Under the lock: `tid` to the helper priority unless it is a loop or real time."""
+        if tid in self._loops or tid in self._saved:
+            return
+        try:
+            policy, param = os.sched_getscheduler(tid), os.sched_getparam(tid)
+            if policy & ~os.SCHED_RESET_ON_FORK in _REAL_TIME:
+                return
+            fifo = os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+            os.sched_setscheduler(tid, fifo, os.sched_param(self._prio))
+        except OSError:
+            return  # gone, or not permitted: it stays as it was
+        self._saved[tid] = (policy, param)
+
+    def _hook(self, frame: FrameType, event: str, arg: Any) -> Any:
+        """First profile event of a thread started while helpers are up: raise it, then
+        hand the thread the profiler it would have had."""
+        prev = self._prev_hook
+        sys.setprofile(prev)
+        with self._lock:
+            if self._users and self._prio > 0:
+                self._raise(threading.get_native_id())
+        return prev(frame, event, arg) if prev is not None else None
+
+
+def _is_helper(tid: int, prio: int) -> bool:
+    try:
+        policy, param = os.sched_getscheduler(tid), os.sched_getparam(tid)
+    except OSError:
+        return False
+    return policy & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO and param.sched_priority == prio
+
+
+def _task_ids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+_HELPERS = _Helpers()
