@@ -31,8 +31,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
-    ("rig.session", "rig.realtime", "rig.childproc", "rig.sim", "rig.proxy"),  # asyncio shells
-    ("rig.runner", "rig.relay", "rig.scaleout"),  # many rollouts; the relay; shards, Ray
+    ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
+    # many rollouts (the proxy's: one per connection); the relay; shards, Ray
+    ("rig.runner", "rig.proxy", "rig.relay", "rig.scaleout"),
     ("rig.workers",),  # one command sharded over worker processes
     ("rig.cli",),
     ("rig.api",),  # rig.run / rig.run_async over `rig run`'s own path; rig.load_run

@@ -1,11 +1,12 @@
 """`rig proxy` against hostile clients (issue #15 row 11): a message size limit, an idle
-timeout, and a connection's log and summary written however it ends."""
+timeout, and a connection's metrics.json (its `proxy` block) written however it ends."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
@@ -22,11 +23,19 @@ async def _echo(ws) -> None:  # type: ignore[no-untyped-def]
         await ws.send(message)
 
 
-def _summary(root: Path, conn: int = 1) -> dict[str, object]:
-    data: dict[str, object] = json.loads(
-        (root / "connections" / f"{conn:04d}" / "summary.json").read_text()
+def _metrics(root: Path, conn: int = 1) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (root / "rollouts" / f"conn-{conn:04d}" / "metrics.json").read_text()
     )
     return data
+
+
+def _summary(root: Path, conn: int = 1) -> dict[str, Any]:
+    proxy: dict[str, Any] = _metrics(root, conn)["proxy"]
+    return proxy
+
+
+METRICS = Path("rollouts") / "conn-0001" / "metrics.json"
 
 
 async def _wait_for(path: Path, timeout_s: float = 5.0) -> None:
@@ -50,13 +59,14 @@ async def test_oversized_message_closes_with_1009_and_is_summarised(tmp_path: Pa
         with pytest.raises(ConnectionClosed) as info:
             await asyncio.wait_for(ws.recv(), 5)
         assert info.value.rcvd is not None and info.value.rcvd.code == 1009
-        await _wait_for(out / "connections" / "0001" / "summary.json")
+        await _wait_for(out / METRICS)
         await proxy.stop()
     s = _summary(out)
     assert s["messages"] == {"up": 1, "down": 1}
     assert "too big" in str(s["error"]) or s["closed_by"] == "limit"
-    lines = (out / "connections" / "0001" / "messages.jsonl").read_text().splitlines()
-    assert len(lines) == 2
+    # "small" is not the rig protocol: one protocol error per direction, and forwarded all
+    # the same
+    assert s["protocol_errors"] == 2 and _metrics(out)["status"] == "protocol_error"
 
 
 async def test_deeply_nested_text_is_forwarded_and_logged(tmp_path: Path) -> None:
@@ -71,12 +81,18 @@ async def test_deeply_nested_text_is_forwarded_and_logged(tmp_path: Path) -> Non
             assert await asyncio.wait_for(ws.recv(), 5) == deep
             await ws.send('{"type":"after"}')
             assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "after"
-        await _wait_for(out / "connections" / "0001" / "summary.json")
+        await _wait_for(out / METRICS)
         await proxy.stop()
     s = _summary(out)
     assert s["messages"] == {"up": 2, "down": 2} and s["error"] is None
-    lines = [json.loads(x) for x in (out / "connections/0001/messages.jsonl").read_text().split()]
-    assert [x.get("type") for x in lines] == [None, None, "after", "after"]
+    lines = (out / "rollouts/conn-0001/events.jsonl").read_text().splitlines()
+    events = [json.loads(x) for x in lines]
+    # the nesting bomb is a protocol error each way (never a crash), the next message is
+    # decoded again: an unknown type, recorded under the client's own name
+    errors = [e for e in events if e["kind"] == "proxy.protocol_error"]
+    assert [e["from"] for e in errors] == ["client", "upstream"]
+    assert [e["message_kind"] for e in errors] == ["text", "text"]
+    assert "client.after" in [e["kind"] for e in events]
 
 
 async def test_idle_connection_is_closed_and_summarised(tmp_path: Path) -> None:
@@ -92,7 +108,7 @@ async def test_idle_connection_is_closed_and_summarised(tmp_path: Path) -> None:
                 await asyncio.wait_for(ws.recv(), 5)  # nothing either way for 0.5 s
         assert info.value.rcvd is not None and info.value.rcvd.code == 1001
         assert "idle" in info.value.rcvd.reason
-        await _wait_for(out / "connections" / "0001" / "summary.json")
+        await _wait_for(out / METRICS)
         await proxy.stop()
     s = _summary(out)
     assert s["closed_by"] == "idle" and s["messages"] == {"up": 1, "down": 1}
@@ -108,6 +124,6 @@ async def test_client_that_vanishes_still_gets_a_summary(tmp_path: Path) -> None
         await ws.send("x")
         await ws.recv()
         ws.transport.abort()  # no close frame
-        await _wait_for(out / "connections" / "0001" / "summary.json")
+        await _wait_for(out / METRICS)
         await proxy.stop()
     assert _summary(out)["closed_by"] == "client"

@@ -1,9 +1,11 @@
-"""`rig proxy --listen HOST:PORT --upstream URL`: a recording WebSocket proxy."""
+"""`rig proxy --listen HOST:PORT --upstream URL --dialect NAME`: a measuring WebSocket proxy
+(docs/proxy.md)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 from typing import Any
@@ -14,11 +16,52 @@ from rig.errors import ConfigError
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "proxy", help="sit between a client and a system, stamping and logging every message"
+        "proxy",
+        help="sit between a real client and a system: one run directory, a rollout per "
+        "connection, response latencies split into client leg, proxy, upstream leg, system",
     )
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
     p.add_argument("--upstream", required=True, help="ws:// or wss:// URL of the system")
+    p.add_argument(
+        "--dialect",
+        default="rig",
+        help="the protocol on the wire: rig, raw, openai, grok, gemini, pipecat, moshi "
+        "(default rig)",
+    )
+    p.add_argument(
+        "--dialect-opt", action="append", metavar="K=V", help="dialect option (repeatable)"
+    )
+    p.add_argument(
+        "--record-audio",
+        action="store_true",
+        help="write user.wav/system.wav/received.wav and event contents (default: timing "
+        "metadata only, for privacy)",
+    )
+    p.add_argument(
+        "--path-interval-s",
+        type=float,
+        default=1.0,
+        help="ping/pong + TCP_INFO on both legs every S seconds (default 1)",
+    )
+    p.add_argument(
+        "--rt-priority",
+        type=int,
+        default=3,
+        help="SCHED_FIFO priority of the proxy's event loop (0: off; default 3, as rig run)",
+    )
     add_impair_option(p)
+    p.add_argument(
+        "--impair-client",
+        metavar="SPEC",
+        help="network conditions between the client and the proxy (same syntax as --impair, "
+        "which applies to the upstream leg)",
+    )
+    p.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish live telemetry (status, chunks, responses) to an MQTT broker, as rig run "
+        "does: `rig watch --mqtt URL` shows the proxied conversations (mqtt extra)",
+    )
     p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument(
@@ -36,7 +79,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rig.cli.common import parse_dialect_options
     from rig.cli.netopts import impair_log_path, relay_for
+    from rig.dialects import get_dialect
     from rig.ids import check_id
     from rig.limits import bounded
     from rig.proxy import RecordingProxy
@@ -55,22 +100,80 @@ def run(args: argparse.Namespace) -> int:
     bounded(args.idle_timeout_s, 0.1, 86_400.0, "--idle-timeout-s")
     if args.run_id is not None:
         check_id(args.run_id, "--run-id")
+    bounded(args.path_interval_s, 0.05, 3600.0, "--path-interval-s")
+    if args.mqtt:
+        from rig.extras import require
+
+        require("mqtt", "--mqtt")
+    options = parse_dialect_options(args.dialect_opt)
+    get_dialect(args.dialect, **options)  # unknown dialect or option: exit 2 here
     out = os.path.join(args.out, args.run_id or new_run_id())
 
     relay = relay_for(args, args.upstream, "ws")
+    client_relay = None
+    if args.impair_client:
+        from rig.net.impair import parse_impair
+        from rig.relay.process import TcpRelay
 
-    async def main() -> None:
+        client_imp = parse_impair(args.impair_client)
+    listen_host, listen_port = host or "127.0.0.1", int(port)
+
+    async def main(sched: dict[str, object]) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await serve(sched, stack)
+
+    async def serve(sched: dict[str, object], stack: contextlib.AsyncExitStack) -> None:
+        nonlocal client_relay
         via = None
         if relay is not None:  # between the proxy and the upstream, in its own process
             via = relay.start(impair_log_path(out))  # main thread: it dies with it
+        config: dict[str, object] = {"scheduling": sched}
+        if args.impair:
+            config["impair_upstream"] = relay.impairment.as_dict() if relay else args.impair
+        if args.impair_client:
+            config["impair_client"] = client_imp.as_dict()
         proxy = RecordingProxy(
             args.upstream,
             out,
+            dialect=args.dialect,
+            dialect_options=options,
+            record_audio=args.record_audio,
             max_message_bytes=args.max_message_bytes,
             idle_timeout_s=args.idle_timeout_s,
             connect_via=via,
+            path_interval_s=args.path_interval_s,
+            config=config,
         )
-        url = await proxy.start(host or "127.0.0.1", int(port))
+        if args.mqtt:
+            from rig.telemetry import events as ev
+            from rig.telemetry.bus import EventBus
+            from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
+            from rig.telemetry.session_bridge import session_publisher
+
+            bus = EventBus()
+            proxy.publish_factory = session_publisher(
+                bus, proxy.run_id, proxy.clock, target=redact_url(args.upstream)
+            )
+            mqtt = MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=proxy.clock)
+            await stack.enter_async_context(mqtt)
+            bus.publish(ev.run(proxy.run_id, proxy.clock.now_ns(), 0))
+        if args.impair_client:
+            # the client reaches the proxy through a relay on --listen; the proxy itself
+            # listens on a private loopback port behind it
+            inner = await proxy.start("127.0.0.1", 0)
+            inner_port = int(inner.rsplit(":", 1)[1])
+            client_relay = TcpRelay(
+                "127.0.0.1",
+                inner_port,
+                client_imp,
+                listen_host=listen_host,
+                listen_port=listen_port,
+            )
+            log = os.path.join(out, "impair-client.jsonl")
+            bound = client_relay.start(log)
+            url = f"ws://{bound[0]}:{bound[1]}"
+        else:
+            url = await proxy.start(listen_host, listen_port)
         print(f"rig proxy listening on {url}, recording into {out}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -78,8 +181,14 @@ def run(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await proxy.stop()
-        if relay is not None:
-            await asyncio.to_thread(relay.stop)
+        for r in (relay, client_relay):
+            if r is not None:
+                await asyncio.to_thread(r.stop)
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(proxy.manifest_counts().items()))
+        print(f"rig proxy: {len(proxy.results)} connections ({counts or 'none'}) in {out}")
 
-    asyncio.run(main())
+    from rig import realtime
+
+    with realtime.scheduling(args.rt_priority) as sched, realtime.streaming():
+        asyncio.run(main(sched))
     return 0

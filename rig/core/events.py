@@ -42,6 +42,35 @@ Incoming = DownAudio | DownEvent
 
 
 @dataclass(frozen=True, slots=True)
+class UpAudio:
+    """Audio a client sent to the system (the recording proxy decodes the client side of a
+    dialect): mono int16 PCM at `sample_rate`, stamped when it came off the client's socket."""
+
+    pcm: Pcm16
+    sample_rate: int
+    t_ns: int
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpEvent:
+    """A control message a client sent, in the rig's terms where one applies.
+
+    Kinds the proxy acts on: `truncate` (the client cut the reply it was playing: OpenAI
+    `conversation.item.truncate`), `cancel` (`response.cancel`), `turn_start` / `turn_end`
+    (manual activity markers, commits), `session` (configuration), `end`; anything else
+    keeps the client's own name.
+    """
+
+    kind: str
+    t_ns: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Outgoing = UpAudio | UpEvent
+
+
+@dataclass(frozen=True, slots=True)
 class ControlRequest:
     """A control message for the system (`Transport.send_event(kind, data)`).
 

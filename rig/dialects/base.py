@@ -4,9 +4,14 @@ A dialect turns uplink PCM and control requests into WebSocket messages, and eac
 message (with its arrival stamp) into `DownAudio` / `DownEvent` items. It never touches a
 socket or a clock: times come in as arguments, the WebSocket transport does the I/O.
 
+Both sides of the protocol live in one module: `decode` reads what the server sends, and
+`decode_client` what a client sends (input audio, truncate/cancel, session configuration),
+for the recording proxy (rig.proxy), which sits between a real client and the system.
+
 Required: `name`, `uplink_rate`, `downlink_rate`, `ready`, `encode_audio`, `encode_event`,
-`decode`, `describe`. Optional features are methods with documented defaults below; a
-dialect overrides what it has, and the transport calls them unconditionally.
+`decode`, `decode_client`, `describe`. Optional features are methods with documented
+defaults below; a dialect overrides what it has, and the transport calls them
+unconditionally.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import abc
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import Incoming
+from rig.core.events import Incoming, Outgoing
 
 Message = str | bytes
 
@@ -58,6 +63,13 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def decode(self, message: Message, t_ns: int) -> list[Incoming]:
         """Items from one incoming message stamped at `t_ns`; raises ProtocolError on garbage."""
+
+    @abc.abstractmethod
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        """Items from one message a *client* sent, stamped at `t_ns` (the proxy's view of
+        the uplink): `UpAudio` for input audio, `UpEvent` for the rest; raises ProtocolError
+        on garbage. Its state is apart from `decode`'s (one dialect object per connection
+        serves both directions)."""
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:

@@ -15,6 +15,9 @@ How this works:
             `interrupted`, `turnComplete`, `generationComplete`, transcriptions, `goAway`,
             `usageMetadata`, `toolCall` -> DownEvents. Gemini interrupts on its own when it
             hears the user (`interrupted`), so there is no truncate request to send.
+Client side (the recording proxy, `decode_client`): `setup` -> session; `realtimeInput.audio`
+(and the older `mediaChunks`) -> UpAudio at its MIME rate; `activityStart` / `activityEnd`
+-> turn_start / turn_end; `audioStreamEnd` -> end; `clientContent` -> client_content.
 Credentials: GEMINI_API_KEY or GOOGLE_API_KEY, sent as the `x-goog-api-key` header only.
 Gemini reports errors by closing the socket with a reason; the transport turns that into a
 transport error carrying the close code.
@@ -25,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Dialect, Message
 from rig.dialects.history import check_history, history_sent
@@ -53,6 +56,8 @@ _TOP_LEVEL = {
     "toolCallCancellation": "tool_call_cancellation",
     "sessionResumptionUpdate": "session_resumption",
 }
+#: realtimeInput markers from a client -> the rig's kinds
+_CLIENT_MARKS = {"activityStart": "turn_start", "activityEnd": "turn_end", "audioStreamEnd": "end"}
 
 
 def rate_of(mime: object) -> int | None:
@@ -205,6 +210,34 @@ class GeminiDialect(Dialect):
         ):
             if isinstance(content.get(key), dict):
                 out.append(DownEvent(kind, t_ns, {"text": content[key].get("text")}))
+        return out
+
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        msg = load_object(message)
+        out: list[Outgoing] = []
+        if "setup" in msg:
+            out.append(UpEvent("session", t_ns, {"setup": scrub(msg["setup"])}))
+        if "clientContent" in msg:
+            out.append(UpEvent("client_content", t_ns, {}))
+        rt = msg.get("realtimeInput")
+        if rt is not None:
+            if not isinstance(rt, dict):
+                raise ProtocolError("gemini: realtimeInput is not an object", str(msg)[:200])
+            blobs = [rt["audio"]] if isinstance(rt.get("audio"), dict) else []
+            chunks = rt.get("mediaChunks")
+            if isinstance(chunks, list):
+                blobs += [c for c in chunks if isinstance(c, dict)]
+            for blob in blobs:
+                rate = rate_of(blob.get("mimeType")) or WIRE_IN_RATE
+                out.append(UpAudio(b64_to_pcm(blob.get("data")), rate, t_ns, None))
+            for key, kind in _CLIENT_MARKS.items():
+                if key in rt:
+                    out.append(UpEvent(kind, t_ns, {}))
+        if not out:
+            raise ProtocolError(
+                f"gemini: client message with none of the known fields ({', '.join(msg)[:100]})",
+                str(msg)[:200],
+            )
         return out
 
     def describe(self) -> dict[str, Any]:

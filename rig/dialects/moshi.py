@@ -7,6 +7,9 @@ Every message is binary: one kind byte, then a payload.
                   also carries the OpusHead / OpusTags header pages
   0x02 text       UTF-8 text tokens from the model -> DownEvent("text") with the token
   0x03 control, 0x04 metadata, 0x06 ping -> DownEvents; 0x05 error -> ProtocolError
+Client side (the recording proxy, `decode_client`): 0x01 Ogg/Opus pages from the client are
+decoded by a decoder of their own (UpAudio at 24 kHz); 0x02 text and the event kinds keep
+their names (their payloads are not kept).
 Each uplink frame becomes one Opus packet in one Ogg page, so session frames must be 20, 40,
 60 or 80 ms; Moshi's own frame is 80 ms (1920 samples), the session frame the CLI picks for
 this dialect (`frame_ms` below). The session keeps sending
@@ -20,7 +23,7 @@ import zlib
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.dialects.base import Dialect, Message
 from rig.dialects.ogg import OggReader, OggWriter
 from rig.dialects.opus import OpusDecoder, OpusEncoder
@@ -54,6 +57,8 @@ class MoshiDialect(Dialect):
         self._headers_sent = False
         self._ready = False
         self._down_packets = 0
+        self._client_reader = OggReader()
+        self._client_decoder: OpusDecoder | None = None  # made with the client's first audio
 
     def headers(self) -> dict[str, str]:
         return {}
@@ -120,6 +125,27 @@ class MoshiDialect(Dialect):
         if kind in _EVENT_KINDS:
             return [DownEvent(_EVENT_KINDS[kind], t_ns, {"payload": payload[:200].hex()})]
         raise ProtocolError(f"moshi: unknown message kind 0x{kind:02x}", message[:32])
+
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        if isinstance(message, str) or not message:
+            raise ProtocolError("moshi: client sent something other than a kind byte + payload")
+        kind, payload = message[0], message[1:]
+        if kind == KIND_AUDIO:
+            if self._client_decoder is None:
+                self._client_decoder = OpusDecoder(RATE)
+            out: list[Outgoing] = []
+            for packet, granule in self._client_reader.feed(payload):
+                if packet.startswith((b"OpusHead", b"OpusTags")):
+                    continue
+                pcm = self._client_decoder.decode(packet)
+                if pcm.size:
+                    out.append(UpAudio(pcm, RATE, t_ns, {"granule": granule}))
+            return out
+        if kind == KIND_TEXT:
+            return [UpEvent("text", t_ns, {})]
+        if kind in _EVENT_KINDS:
+            return [UpEvent(_EVENT_KINDS[kind], t_ns, {})]
+        raise ProtocolError(f"moshi: unknown client message kind 0x{kind:02x}", message[:32])
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -17,6 +17,10 @@ How this works:
   barge-in  the session's `truncate` says how many received samples the listener heard; the
             dialect finds the item that was playing and sends `conversation.item.truncate`
             with the milliseconds of that item actually played
+  client    (the recording proxy, `decode_client`) `input_audio_buffer.append` -> UpAudio;
+            `conversation.item.truncate` -> truncate (item_id, audio_end_ms);
+            `response.cancel` -> cancel; `input_audio_buffer.commit` -> turn_end;
+            `session.update` -> session (scrubbed); anything else keeps its name
   errors    an `error` event raises ProtocolError (the rollout ends `protocol_error` with the
             server's message), unless errors_fatal=False (then it is only recorded)
 The API key comes from the environment and only ever goes into the Authorization header.
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Dialect, Message
 from rig.dialects.history import check_history, history_sent
@@ -49,6 +53,12 @@ BETA_TO_GA = {
     "conversation.item.created": "conversation.item.added",
 }
 AUDIO_DELTA = "response.output_audio.delta"
+#: client event names -> the rig's kinds (rig.core.events.UpEvent)
+CLIENT_KINDS = {
+    "response.cancel": "cancel",
+    "input_audio_buffer.commit": "turn_end",
+    "session.update": "session",
+}
 
 
 @dataclass(slots=True)
@@ -270,6 +280,30 @@ class OpenAIDialect(Dialect):
         """State changes on server events (subclasses add their own)."""
         if kind == "session.updated":
             self._ready = True
+
+    # --- the client side (recording proxy) ---------------------------------------------
+
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        if isinstance(message, bytes):
+            raise ProtocolError(f"{self.name}: unexpected binary message from the client")
+        msg = load_object(message)
+        wire = msg.get("type")
+        if not isinstance(wire, str):
+            raise ProtocolError(f"{self.name}: client event without a type", str(msg)[:200])
+        if wire == "input_audio_buffer.append":
+            return [UpAudio(b64_to_pcm(msg.get("audio")), self.uplink_rate, t_ns, None)]
+        if wire == "conversation.item.truncate":
+            end = msg.get("audio_end_ms")
+            data = {
+                "item_id": str(msg.get("item_id", ""))[:200],
+                "audio_end_ms": end if isinstance(end, int | float) else None,
+            }
+            return [UpEvent("truncate", t_ns, data)]
+        kind = CLIENT_KINDS.get(wire, wire)
+        data = {"wire_type": wire} if kind != wire else {}
+        if kind == "session":
+            data["session"] = scrub(msg.get("session"))
+        return [UpEvent(kind, t_ns, data)]
 
     def server_ts_ms(self, kind: str, msg: dict[str, Any]) -> float | None:
         return None  # the OpenAI Realtime API stamps nothing with a server clock

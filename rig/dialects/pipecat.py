@@ -13,6 +13,8 @@ How this works:
   downlink  `Frame.audio` -> DownAudio at the frame's own sample_rate (pts, pipeline
             nanoseconds, becomes server_ts_ms when the bot sets it); text, transcription,
             interruption and messages (RTVI events by their `type`) -> DownEvents
+  client    (the recording proxy, `decode_client`) the same frames from the client's side:
+            `Frame.audio` -> UpAudio, RTVI messages -> `rtvi.<type>`, text -> text
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from rig import __version__
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.core.units import NS_PER_MS
 from rig.dialects import protowire as pw
 from rig.dialects.base import Dialect, Message
@@ -67,6 +69,21 @@ def parse_frame(data: bytes) -> tuple[int, dict[int, list[int | bytes]]]:
     return number, pw.parse(body)
 
 
+def _audio(f: dict[int, list[int | bytes]]) -> tuple[Pcm16, int]:
+    """The mono PCM (first channel) and rate of a parsed AudioRawFrame."""
+    raw = pw.last_bytes(f, 3)
+    rate = remote_rate(pw.last_int(f, 4), "pipecat audio frame")
+    channels = pw.last_int(f, 5, 1) or 1
+    if channels > MAX_CHANNELS:
+        raise ProtocolError(f"pipecat: audio frame with {channels} channels")
+    if len(raw) % (2 * channels):
+        raise ProtocolError(f"pipecat: bad audio frame ({channels} ch, {len(raw)} bytes)")
+    pcm = np.frombuffer(raw, dtype="<i2").astype(np.int16)
+    if channels > 1:
+        pcm = pcm.reshape(-1, channels)[:, 0].copy()
+    return pcm, rate
+
+
 class PipecatDialect(Dialect):
     name = "pipecat"
     default_url = "ws://127.0.0.1:8765"
@@ -106,6 +123,22 @@ class PipecatDialect(Dialect):
     def encode_event(self, kind: str, data: dict[str, Any], t_now_ns: int) -> list[Message]:
         return []  # pipecat bots interrupt themselves on their own VAD
 
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        if isinstance(message, str):
+            raise ProtocolError("pipecat: text message from the client on a protobuf socket")
+        number, f = parse_frame(message)
+        if number == F_AUDIO:
+            pcm, rate = _audio(f)
+            self.uplink_rate = rate
+            return [UpAudio(pcm, rate, t_ns, None)]
+        if number == F_MESSAGE:
+            obj = loads_remote(pw.last_str(f, 1), "pipecat message frame")
+            if isinstance(obj, dict) and obj.get("label") == RTVI_LABEL:
+                return [UpEvent(f"rtvi.{str(obj.get('type'))[:80]}", t_ns, {})]
+            return [UpEvent("message", t_ns, {})]
+        names = {F_TEXT: "text", F_TRANSCRIPTION: "transcription"}
+        return [UpEvent(names.get(number, "interruption"), t_ns, {})]
+
     def decode(self, message: Message, t_ns: int) -> list[Incoming]:
         if isinstance(message, str):
             raise ProtocolError(
@@ -113,16 +146,7 @@ class PipecatDialect(Dialect):
             )
         number, f = parse_frame(message)
         if number == F_AUDIO:
-            raw = pw.last_bytes(f, 3)
-            rate = remote_rate(pw.last_int(f, 4), "pipecat audio frame")
-            channels = pw.last_int(f, 5, 1) or 1
-            if channels > MAX_CHANNELS:
-                raise ProtocolError(f"pipecat: audio frame with {channels} channels")
-            if len(raw) % (2 * channels):
-                raise ProtocolError(f"pipecat: bad audio frame ({channels} ch, {len(raw)} bytes)")
-            pcm = np.frombuffer(raw, dtype="<i2").astype(np.int16)
-            if channels > 1:
-                pcm = pcm.reshape(-1, channels)[:, 0].copy()
+            pcm, rate = _audio(f)
             self.downlink_rate = rate
             pts = f.get(6)
             ts = pw.last_int(f, 6) / NS_PER_MS if pts else None

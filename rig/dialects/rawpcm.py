@@ -1,11 +1,16 @@
-"""The rig's own protocol as a dialect (client side). See rig.protocol.rawpcm."""
+"""The rig's own protocol as a dialect, both sides. See rig.protocol.rawpcm.
+
+Client side (`decode_client`, for the recording proxy): the client's `hello` sets the rate
+and framing of the connection (both directions); binary messages are its input audio;
+`probe` and `end` keep their names.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.core.units import NS_PER_MS
 from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
@@ -24,6 +29,7 @@ class RawPcmDialect(Dialect):
         self.framing = framing
         self._ready = False
         self._down_seq = 0
+        self._up_seq = 0
 
     def headers(self) -> dict[str, str]:
         return {}
@@ -69,6 +75,28 @@ class RawPcmDialect(Dialect):
         if ts is not None:
             ts = remote_ts_ms(ts, f"{kind}.server_ts_ms")
         return [DownEvent(kind, t_ns, msg, ts)]
+
+    def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
+        if isinstance(message, bytes):
+            frame = rawpcm.decode_audio(message, self.framing, self._up_seq)
+            self._up_seq += 1
+            extra: dict[str, Any] = {"client_seq": frame.seq}
+            if frame.ts_ms is not None:
+                extra["client_ts_ms"] = frame.ts_ms
+            return [UpAudio(frame.pcm, self.uplink_rate, t_ns, extra)]
+        msg = rawpcm.decode_text(message)
+        kind = msg.pop("type")
+        if kind == "hello":
+            rate = remote_rate(msg.get("sample_rate", self.uplink_rate), "hello")
+            framing = msg.get("framing", self.framing)
+            if framing not in ("rig1", "raw"):
+                raise ProtocolError(f"hello: unknown framing {str(framing)[:40]!r}")
+            self.uplink_rate = self.downlink_rate = rate
+            self.framing = framing
+            return [UpEvent("session", t_ns, {"sample_rate": rate, "framing": framing})]
+        if kind == "probe":
+            remote_ts_ns(msg.get("t0_ns", 0), "probe.t0_ns")
+        return [UpEvent(kind, t_ns, {k: v for k, v in msg.items() if k in ("id", "t0_ns")})]
 
     def describe(self) -> dict[str, Any]:
         return {

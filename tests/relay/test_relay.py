@@ -179,7 +179,10 @@ async def test_proxy_reaches_its_upstream_through_the_relay(tmp_path) -> None:
         port = int(pc.url.rsplit(":", 1)[1])
         relay = TcpRelay("127.0.0.1", port, parse_impair("up:delay=10ms,down:delay=30ms"))
         via = relay.start(str(tmp_path / "impair.jsonl"))
-        proxy = RecordingProxy(pc.url, str(tmp_path / "proxy"), connect_via=via)
+        proxy = RecordingProxy(
+            pc.url, str(tmp_path / "proxy"), dialect="pipecat", connect_via=via,
+            path_interval_s=0.2,
+        )  # fmt: skip
         url = await proxy.start()
         try:
             rs = await run_rollouts(
@@ -204,3 +207,11 @@ async def test_proxy_reaches_its_upstream_through_the_relay(tmp_path) -> None:
     assert min(rx - t for rx, t in zip(conn.audio_rx_ns, send, strict=True)) >= 10 * NS_PER_MS
     answered = [r for r in m["responses"] if r.get("latency_ms") is not None]
     assert answered[0]["onset_arrival_ns"] - conn.reply_audio_ns[0] >= 30 * NS_PER_MS
+    # the proxy measured each leg on its own: the impaired upstream leg's round trips carry
+    # the relay's 40 ms, the client leg's do not
+    (pm,) = proxy.results.values()
+    legs = pm["legs"]
+    assert legs["upstream"]["rtt_by_source"]["ws_ping"]["rtt_min_ms"] >= 40.0
+    assert legs["client"]["rtt_by_source"]["ws_ping"]["rtt_p50_ms"] < 20.0
+    (pr,) = [r for r in pm["responses"] if r.get("latency_ms") is not None]
+    assert pr["upstream_leg_ms"] == pytest.approx(40.0, abs=5.0 + pr["uplink_err_ms"])
