@@ -72,6 +72,8 @@ class MediaRoute(Protocol):
 
 class MediaRelay(Protocol):
     async def open_route(self, target_host: str | None) -> MediaRoute: ...
+
+
 def peak(pcm: Pcm16) -> int:
     """Largest |sample| (two reductions, no temporary array)."""
     return max(int(pcm.max()), -int(pcm.min())) if pcm.size else 0
