@@ -49,4 +49,5 @@ def test_latency_matches_ground_truth_within_5ms(tmp_path, speed: str) -> None:
     (resp,) = m["responses"]
     assert resp["latency_ms"] == pytest.approx(true_latency_ms, abs=5.0)
     assert resp["latency_ms"] == pytest.approx(700, abs=40)  # 400 ms silence + 300 ms model
-    assert m["uplink"]["stalls"] == 0
+    # a stall is the rig's own failure: never hidden, always flagged (docs/pacing.md)
+    assert m["uplink"]["stalls"] == 0 or m["timing_valid"] is False, m["rig_timing"]
