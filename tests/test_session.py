@@ -174,3 +174,29 @@ async def test_prefill_plays_in_real_time_where_the_transport_cannot_go_faster(t
     assert p["speed"] == 1.0 and p["fast_frames"] == 0 and "real time" in p["reason"]
     t = dict(system.sent)
     assert t[1] - t[0] == 20_000_000
+
+
+class _SwallowsCancel(MemorySystem):
+    """A path sampler that loses the cancel it gets (as asyncio.wait_for on 3.11 does when its
+    future completes at the same moment): the session must still close."""
+
+    samples_path = True
+
+    async def sample_path(self):
+        import asyncio
+
+        try:
+            await self.clock.sleep_until(self.clock.now_ns() + 1_000_000)
+        except asyncio.CancelledError:
+            pass
+        return []
+
+
+async def test_a_path_sampler_that_swallows_its_cancel_does_not_hang_the_close(tmp_path) -> None:
+    import asyncio
+
+    clock = FakeClock(0)
+    system = _SwallowsCancel(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300))
+    cfg = SessionConfig(start_lead_ms=0, path_interval_s=0.001)
+    s, m = await asyncio.wait_for(_run(tmp_path, system, _plan(), cfg), 30)
+    assert m["status"] == "ok"

@@ -65,7 +65,11 @@ class PathSampler:
         try:
             waiter = await self.conn.ping(payload)
             self.sent += 1
-            await asyncio.wait_for(asyncio.shield(waiter), self.ping_timeout_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for returns the result and drops a
+            # cancel that lands as the pong arrives, and the session's path task then ran on
+            # for ever at its close (a rollout hung in CI)
+            async with asyncio.timeout(self.ping_timeout_s):
+                await asyncio.shield(waiter)
         except TimeoutError:
             self.lost += 1
             self.conn.pong_ns.pop(payload, None)
