@@ -19,6 +19,7 @@ from rig.cli.sweep import parse_sweep, setting_label, setting_suffix
 from rig.errors import ConfigError
 from rig.scenarios.builtin import data_path
 from tests.fakes.openai_server import FakeRealtimeServer
+from tests.support.runexit import assert_run_ok, timing_flagged
 
 
 def test_sweep_values_parse_like_dialect_options_and_multiply() -> None:
@@ -90,15 +91,20 @@ def test_sweep_at_the_openai_fake_compares_settings_side_by_side(tmp_path, monke
     t.start()
     assert ready.wait(10)
     try:
-        code = main([
-            "run", str(_pause_scenario(tmp_path)), "--target", holder["s"].url, "--dialect",
-            "openai", "--sweep", "silence_duration_ms=2500,300", "--concurrency", "2",
-            "--out", str(tmp_path), "--run-id", "sw", "--headless",
-        ])  # fmt: skip
+        for attempt in range(3):  # a rollout flagged for the rig's own timing has no components
+            run = tmp_path / f"sw{attempt}"
+            code = main([
+                "run", str(_pause_scenario(tmp_path)), "--target", holder["s"].url, "--dialect",
+                "openai", "--sweep", "silence_duration_ms=2500,300", "--concurrency", "2",
+                "--out", str(tmp_path), "--run-id", run.name, "--headless",
+            ])  # fmt: skip
+            assert_run_ok(code, None, run)
+            if not timing_flagged(run):
+                break
     finally:
         holder["loop"].call_soon_threadsafe(holder["stop"].set)
         t.join(10)
-    run = tmp_path / "sw"
+    assert not timing_flagged(run), "the rig's own timing failed in 3 runs in a row"
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["sweep"] == [
         {"silence_duration_ms": 2500},
@@ -125,4 +131,3 @@ def test_sweep_at_the_openai_fake_compares_settings_side_by_side(tmp_path, monke
         assert main(["report", str(run), "--no-rollouts"]) == 0
     out = buf.getvalue()
     assert "settings side by side" in out and "silence_duration_ms=300" in out
-    assert code == 0

@@ -47,8 +47,11 @@ def test_rig_run_impair_split_agrees_with_the_relay_log(tmp_path: Path) -> None:
     # the sim answers clock probes: the two-way fit (a server clock) splits this one, and a
     # symmetric path puts the one-way delays where the relay applied them
     assert resp["clock_method"] == METHOD_TWO_WAY, resp
-    assert resp["uplink_ms"] == pytest.approx(up, abs=2.0), (resp, up)
-    assert resp["downlink_ms"] == pytest.approx(down, abs=2.0), (resp, down)
+    # one onset's arrival is stamped when the loop gets to it: allow the loop lag the rollout
+    # itself recorded (2.0 ms off in one CI run, on a busy box)
+    tol_ms = 2.0 + m["rig_timing"]["loop"]["lag_max_ms"]
+    assert resp["uplink_ms"] == pytest.approx(up, abs=tol_ms), (resp, up, tol_ms)
+    assert resp["downlink_ms"] == pytest.approx(down, abs=tol_ms), (resp, down, tol_ms)
 
 
 def test_rig_sim_impair_and_run_without_probes_falls_back_to_rtt(tmp_path: Path) -> None:
