@@ -5,6 +5,7 @@ reference system until uplink lateness p99 passes 5 ms or a frame stalls, beside
     python bench/capacity.py                          # default ramp 10 25 50 75 100 150 200
     python bench/capacity.py --steps 25 50 100 --seconds 6 --echo-steps 100 200 400
     python bench/capacity.py --steps 25 50 --echo-steps 100 200 --loop asyncio uvloop
+    python bench/capacity.py --steps 25 50 75 100 --workers 1 2 --sim-workers 2
 
 Per step, in one run and side by side: N, pooled uplink send lateness p50/p99/max over every
 frame of every rollout (chunks.jsonl: send time minus deadline, the rig's own stamps on the
@@ -20,6 +21,12 @@ server in its own process: no recording, no analysis, no dialect.
 --loop asyncio uvloop runs every step (rig and anchor) once per event loop implementation,
 alternating, in one run: the rig's ratio beside the anchor's. uvloop is not a dependency of
 rig; `pip install uvloop` for this comparison. The reference system stays on asyncio in both.
+
+--workers 1 2 runs every step through the command line instead, `rig run tone.wav --repeat N
+--concurrency N --workers W` in a child process, once per W, alternating, in one run: the
+same rollouts (a WAV of the same tone turn) as the in-process rows. Its CPU per stream-frame
+is RUSAGE_CHILDREN over the command: the parent, every worker and their analysis workers
+(the in-process rows leave the analysis worker out), so compare CLI rows with CLI rows.
 """
 
 from __future__ import annotations
@@ -85,6 +92,12 @@ def tree_cpu_s(pid: int) -> float:
             with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
                 kids += [int(x) for x in f.read().split()]
     return proc_cpu_s(pid) + sum(proc_cpu_s(k) for k in kids)
+
+
+def children_cpu_s() -> float:
+    """CPU of every waited-for descendant (a `rig run` child, its workers and theirs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
@@ -185,6 +198,53 @@ async def rig_step(
     }
 
 
+def tone_wav(out: str, seconds: float) -> str:
+    """The in-process rows' plan as a WAV file for `rig run`: 0.3 s of silence, the tone."""
+    import soundfile as sf
+
+    x = np.concatenate([np.zeros(int(0.3 * RATE), np.int16), tone(300, seconds, RATE).pcm])
+    path = os.path.join(out, "tone.wav")
+    sf.write(path, x, RATE, subtype="PCM_16")
+    return path
+
+
+def cli_step(
+    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, workers: int
+) -> dict[str, Any]:
+    """One step through `rig run --workers W` in a child process (see the docstring)."""
+    run_id = f"cli-w{workers}-n{n}-{len(os.listdir(out))}"
+    cmd = [sys.executable, "-m", "rig", "run", tone_wav(out, seconds), "--target", url,
+           "--out", out, "--run-id", run_id, "--headless", "--repeat", str(n),
+           "--concurrency", str(n), "--connect-concurrency", "16", "--workers", str(workers),
+           "--drain-quiet-s", "1", "--max-s", str(seconds + 30), "--probe-interval-s", "0.5",
+           "--rt-priority", str(rt), "--progress-interval-s", "0"]  # fmt: skip
+    cpu0, sim0 = children_cpu_s(), tree_cpu_s(sim_pid)
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cpu1, sim1 = children_cpu_s(), tree_cpu_s(sim_pid)
+    run_dir = os.path.join(out, run_id)
+    if r.returncode not in (0, 3):
+        raise SystemExit(f"rig run failed ({r.returncode}): {r.stderr[-2000:]}")
+    res = []
+    for rid in sorted(os.listdir(os.path.join(run_dir, "rollouts"))):
+        with open(os.path.join(run_dir, "rollouts", rid, "metrics.json"), encoding="utf-8") as f:
+            res.append(json.load(f))
+    frames = sum(int(m.get("uplink", {}).get("frames", 0)) for m in res)
+    x = uplink_lateness_ms(run_dir, [str(m["rollout_id"]) for m in res])
+    return {
+        "n": n,
+        "writer": f"cli --workers {workers}",
+        "statuses": dict(Counter(str(m.get("status")) for m in res)),
+        "frames": frames,
+        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
+        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
+        "max_ms": round(float(x.max()), 3) if x.size else None,
+        "stalls": sum(int(m.get("uplink", {}).get("stalls", 0)) for m in res),
+        "timing_valid": sum(m.get("timing_valid") is True for m in res),
+        "rig_us_per_frame": round((cpu1 - cpu0) / frames * 1e6, 1) if frames else None,
+        "sim_us_per_frame": round((sim1 - sim0) / frames * 1e6, 1) if frames else None,
+    }
+
+
 ECHO_SERVER = """
 import asyncio, contextlib, websockets
 async def echo(ws):
@@ -272,6 +332,10 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--sim-workers", type=int, default=1, help="rig sim --workers N")
     ap.add_argument(
+        "--workers", type=int, nargs="+", default=None,
+        help="run each step through `rig run --workers W`, once per W, alternating",
+    )  # fmt: skip
+    ap.add_argument(
         "--loop", nargs="+", choices=["asyncio", "uvloop"], default=["asyncio"],
         help="event loops, alternated at every step (rig and echo anchor, side by side)",
     )  # fmt: skip
@@ -279,7 +343,8 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; load average at start "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
-    sim, url = start_proc([sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2"])
+    sim, url = start_proc([sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2",
+                           "--workers", str(args.sim_workers)])  # fmt: skip
     echo, echo_url = start_proc([sys.executable, "-c", ECHO_SERVER])
     rig_rows: list[dict[str, Any]] = []
     echo_rows: list[dict[str, Any]] = []
@@ -287,7 +352,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             for n in args.steps:
                 rows = []
-                for w, lp in itertools.product(args.writer, args.loop):
+                for workers in args.workers or []:
+                    row = cli_step(url, sim.pid, n, args.seconds, out, args.rt_priority, workers)
+                    row["load1"] = round(os.getloadavg()[0], 2)
+                    rows.append(row)
+                    print(json.dumps({"rig": row}), flush=True)
+                for w, lp in itertools.product(args.writer, args.loop) if not args.workers else ():
                     step = rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
                     row = {**run_on(lp, step), "loop": lp}
                     row["load1"] = round(os.getloadavg()[0], 2)

@@ -8,7 +8,14 @@ thread, SCHED_FIFO loop thread, loop watch), started as `python -m rig ARGV --wo
 thread). `rig run` workers take every N-th rollout (`shard`) into one run directory and each
 writes `manifest.worker-K.json`; the parent merges them into `manifest.json` (`merge`).
 Resume works across workers because whether a rollout is done lives in its own directory.
-`rig sim` workers listen on one port with SO_REUSEPORT; the kernel spreads connections.
+The parent is the run's one voice: the workers' telemetry comes to it over the fleet link
+(rig.telemetry.fleetlink, as a Ray engine's shards) and feeds one live view, one set of
+progress lines and one MQTT stream (rig.scaleout.fleetview); their stderr lines pass through
+it. `rig sim` workers listen on one port with SO_REUSEPORT; the kernel spreads connections.
+
+`--workers auto` (the default): one process unless more rollouts run at once than one loop
+paces (`PER_LOOP_ROLLOUTS`, measured with bench/capacity.py: docs/pacing.md), then as many as
+that needs, at most one per usable core.
 """
 
 from __future__ import annotations
@@ -19,12 +26,17 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rig.errors import ConfigError
 
 T = TypeVar("T")
+
+#: rollouts (a 6 s turn, fully recorded, the reference system on the same machine) one event
+#: loop paced within p99 <= 5 ms on the 2-core reference machine (bench/capacity.py,
+#: docs/pacing.md): past it, `--workers auto` adds processes
+PER_LOOP_ROLLOUTS = 25
 
 
 def usable_cores() -> int:
@@ -32,6 +44,18 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def auto_workers(
+    concurrency: int | None, rollouts: int, cores: int, per_loop: int = PER_LOOP_ROLLOUTS
+) -> int:
+    """`--workers auto`: 1 unless more rollouts run at once than one loop holds, then
+    ceil(at once / per_loop), at most `cores`. `concurrency` None is `--concurrency auto`,
+    whose ceiling is the number of rollouts (each worker then runs its own AIMD gate)."""
+    at_once = rollouts if concurrency is None else min(concurrency, rollouts)
+    if at_once <= per_loop:
+        return 1
+    return max(1, min(cores, -(-at_once // per_loop)))
 
 
 def check_workers(n: int) -> int:
@@ -52,13 +76,43 @@ def share(total: int, index: int, workers: int) -> int:
 
 
 def spawn(
-    argv: Sequence[str], index: int, extra: Sequence[str] = (), *, pipe_stdout: bool = False
+    argv: Sequence[str],
+    index: int,
+    extra: Sequence[str] = (),
+    *,
+    pipe_stdout: bool = False,
+    pipe_stderr: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
-    """Start worker `index`: this command again, told who it is and whose child it is."""
+    """Start worker `index`: this command again, told who it is and whose child it is
+    (`env`: added to this process's environment, e.g. the fleet link's token)."""
     cmd = [sys.executable, "-m", "rig", *argv, *extra]
     cmd += ["--worker-index", str(index), "--parent-pid", str(os.getpid())]
     out = subprocess.PIPE if pipe_stdout else subprocess.DEVNULL
-    return subprocess.Popen(cmd, stdout=out, text=True)
+    err = subprocess.PIPE if pipe_stderr else None
+    full_env = {**os.environ, **env} if env else None
+    return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=full_env)
+
+
+def without_options(
+    argv: Sequence[str], valued: Collection[str], flags: Collection[str] = ()
+) -> list[str]:
+    """`argv` minus the options `valued` (`--opt V` and `--opt=V`) and `flags`: what a
+    parent owns and a worker or shard must not repeat."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in valued:
+            skip = "=" not in a
+            continue
+        if a in flags:
+            continue
+        out.append(a)
+    return out
 
 
 def stop_all(procs: Sequence[subprocess.Popen[str]], timeout_s: float = 10.0) -> None:

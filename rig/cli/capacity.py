@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rig.errors import ConfigError
 
 
 def concurrency_arg(value: str) -> int | str:
@@ -22,21 +23,61 @@ def concurrency_arg(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
 
 
+def workers_arg(value: str) -> int | str:
+    """`--workers N` or `auto` (rig.workers.auto_workers; N is range-checked later)."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
+
+
+def resolve_workers(args: argparse.Namespace, n_specs: int) -> int:
+    """How many processes this run takes (1: this one). `auto` is 1 where workers cannot
+    help or cannot go (a worker itself, an engine's shard, one sound card, a device clock),
+    else rig.workers.auto_workers; an explicit N is checked against the same limits."""
+    from rig.workers import auto_workers, usable_cores
+
+    if getattr(args, "worker_index", None) is not None:
+        return 1  # a worker: its parent did the sharding
+    asked = getattr(args, "workers", 1)
+    reasons = [
+        why
+        for why, applies in (
+            ("a shard of an engine", bool(getattr(args, "fleet_feed", None) or args.shard)),
+            ("--transport device (one sound card)", args.transport == "device"),
+            ("--device-clock (one probe per run)", bool(getattr(args, "device_clock", None))),
+        )
+        if applies
+    ]
+    if asked == "auto":
+        if reasons:
+            return 1
+        concurrency = None if args.concurrency == "auto" else int(args.concurrency)
+        return auto_workers(concurrency, n_specs, usable_cores())
+    n = min(int(asked), max(1, n_specs))
+    if n > 1 and reasons:
+        raise ConfigError(f"--workers {asked} needs one process here: {reasons[0]}")
+    return n
+
+
 def runner_concurrency(args: argparse.Namespace) -> int:
     """What the Runner takes: N, or 0 for auto."""
     return 0 if args.concurrency == "auto" else int(args.concurrency)
 
 
 def add_capacity_options(p: argparse.ArgumentParser) -> None:
-    from rig.workers import usable_cores
+    from rig.workers import PER_LOOP_ROLLOUTS, usable_cores
 
     p.add_argument(
         "--workers",
-        type=int,
-        default=1,
+        type=workers_arg,
+        default="auto",
         help="worker processes the rollouts are sharded over, each with its own event loop "
-        f"and writer (default 1; this machine has {usable_cores()} usable cores; "
-        "docs/pacing.md)",
+        f"and writer; auto (the default): 1 up to {PER_LOOP_ROLLOUTS} rollouts at once, "
+        f"then one per {PER_LOOP_ROLLOUTS}, at most the {usable_cores()} usable cores of "
+        "this machine (docs/pacing.md)",
     )
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
@@ -80,34 +121,61 @@ def tolerance_of(args: argparse.Namespace) -> Any:
     return out
 
 
-def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
-    """The parent of `--workers N`: start the workers, wait, merge their manifests, report."""
+def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int:
+    """The parent of `--workers N`: one fleet view (rig.scaleout.fleetview) fed by the
+    workers' telemetry, the workers' stderr passed through it, their manifests merged."""
     import os
 
     from rig import workers
+    from rig.recordings.rundir import done_status
     from rig.recordings.writer import write_json_atomic
     from rig.reporting.summary import print_summary
     from rig.runner import new_run_id
+    from rig.telemetry.fleetlink import TOKEN_ENV
 
-    n = min(args.workers, max(1, n_specs))
     run_id = args.run_id or new_run_id()
+    run_dir = os.path.join(args.out, run_id)
+    done = {  # what an earlier attempt finished: counted in the progress, not redone
+        rid: status
+        for rid in rollout_ids
+        if (status := done_status(os.path.join(run_dir, "rollouts", rid)))
+    }
+    monitor = fleet_monitor(args, run_id, rollout_ids, done)
+    address = monitor.start()
+    # the parent prints progress and publishes MQTT for all: the workers do neither
+    argv = workers.without_options(args.argv, {"--mqtt", "--progress-interval-s"})
     extra = ["--run-id", run_id, "--workers", str(n), "--headless"]
-    procs = [workers.spawn(args.argv, k, extra) for k in range(n)]
+    extra += ["--progress-interval-s", "0", "--fleet-feed", address]
+    procs = []
+    relays = []
     codes = []
     try:
+        for k in range(n):
+            p = workers.spawn(argv, k, extra, pipe_stderr=True, env={TOKEN_ENV: monitor.token})
+            procs.append(p)
+            relays.append(pass_lines(p, monitor, set(rollout_ids)))
         codes = [p.wait() for p in procs]
     finally:
         workers.stop_all(procs)  # a Ctrl-C here: the workers stop their rollouts too
-        run_dir = os.path.join(args.out, run_id)
+        for t in relays:
+            t.join(10)
+        monitor.stop()
         manifest = workers.merge(
             run_dir,
             n,
             {
                 "concurrency": args.concurrency,
                 "connect_concurrency": args.connect_concurrency,
+                "workers": args.workers,
+                "mqtt": bool(getattr(args, "mqtt", None)),
             },
             [p.pid for p in procs],
         )
+        manifest["workers"]["fleet_view"] = {
+            "events": monitor.stats.events,
+            "refused": monitor.stats.refused,
+            "malformed": monitor.stats.malformed,
+        }
         if os.path.isdir(run_dir):
             write_json_atomic(os.path.join(run_dir, "manifest.json"), manifest)
     rollouts = print_summary(run_dir)
@@ -117,11 +185,56 @@ def run_sharded(args: argparse.Namespace, n_specs: int) -> int:
     if manifest.get("stop_reason"):
         print(f"rig run: stopped early: {manifest['stop_reason']}", file=sys.stderr)
         return EXIT_ROLLOUTS_FAILED
-    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= n_specs
+    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= len(rollout_ids)
     invalid = timing_invalid_lines(rollouts)
     for line in invalid:
         print(line, file=sys.stderr)
     return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+
+
+def fleet_monitor(
+    args: argparse.Namespace, run_id: str, rollout_ids: list[str], done: dict[str, str]
+) -> Any:
+    """The parent's view of its workers: live view on a terminal, else progress lines; MQTT."""
+    from rich.console import Console
+
+    from rig.scaleout.fleetview import FleetMonitor
+
+    mqtt = None
+    if getattr(args, "mqtt", None):
+        from rig.telemetry.mqtt import parse_mqtt_url
+
+        mqtt = parse_mqtt_url(args.mqtt)
+    return FleetMonitor(
+        run_id,
+        rollout_ids,
+        done,
+        headless=bool(args.headless) or not Console(stderr=True).is_terminal,
+        progress_interval_s=getattr(args, "progress_interval_s", 10.0),
+        emit=lambda line: print(line, file=sys.stderr, flush=True),
+        detail=getattr(args, "detail", None),
+        rollout_lines=False,  # the workers' own lines pass through (pass_lines)
+        mqtt=mqtt,
+    )
+
+
+def pass_lines(proc: Any, monitor: Any, rollout_ids: set[str]) -> Any:
+    """A thread that passes a worker's stderr on: a rollout's line (`ID: ...`) as a progress
+    line (hidden while the live view draws, as in one process), anything else as a notice
+    (held until the view closes, never lost)."""
+    import threading
+
+    def main() -> None:
+        for raw in proc.stderr:
+            line = raw.rstrip("\n")
+            if line.split(": ", 1)[0] in rollout_ids:
+                monitor.line(line)
+            else:
+                monitor.notice(line)
+
+    t = threading.Thread(target=main, name=f"worker-{proc.pid}-stderr", daemon=True)
+    t.start()
+    return t
 
 
 def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:

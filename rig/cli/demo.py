@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
 
     check_run_options(args)
-    if args.workers > 1:  # the demo's reference system runs inside this process
+    if args.workers not in ("auto", 1):  # the demo's reference system runs in this process
         raise ConfigError("rig demo runs in one process: --workers is for rig run")
     from rig.scenarios import resolve
     from rig.sim.server import SimServer

@@ -58,20 +58,9 @@ def add_engine_options(g: Any) -> None:
 
 def shard_argv(argv: Sequence[str]) -> list[str]:
     """The command line minus what the driver sets per shard (`--opt V` and `--opt=V`)."""
-    out: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        name = a.split("=", 1)[0]
-        if name in _DRIVER_VALUED:
-            skip = "=" not in a
-            continue
-        if a in _DRIVER_FLAGS:
-            continue
-        out.append(a)
-    return [*out, "--headless"]
+    from rig.workers import without_options
+
+    return [*without_options(argv, _DRIVER_VALUED, _DRIVER_FLAGS), "--headless"]
 
 
 def check_engine_options(args: argparse.Namespace) -> None:

@@ -153,14 +153,18 @@ async def _run_specs(
         elif getattr(args, "device_clock", None):
             raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
         uplink = None
-        if getattr(args, "fleet_feed", None):  # a shard of an engine: telemetry to its driver
+        if getattr(args, "fleet_feed", None):  # a shard or worker: telemetry to its driver
             from rig.telemetry.fleetlink import FleetUplink, fleet_hello
 
             uplink = await stack.enter_async_context(
                 FleetUplink(
                     bus,
                     args.fleet_feed,
-                    fleet_hello(args.shard, getattr(args, "node_id", None), clock),
+                    fleet_hello(
+                        args.shard or (f"worker-{k}" if k is not None else None),
+                        getattr(args, "node_id", None),
+                        clock,
+                    ),
                     clock=clock,
                 )
             )
@@ -220,16 +224,8 @@ async def _close_view(view: Any) -> None:
 
 
 async def _announce_view_closed(view: Any) -> None:
-    """`q` in the view closes the view, not the run: say so, then plain progress lines. (A
-    view that ends on Ctrl-C exits 130: the run is stopping too, nothing to announce.)"""
-    await view.feed.closed.wait()
-    proc = view.proc
-    if proc is not None:
-        with contextlib.suppress(TimeoutError):
-            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
-                return
-    print(
-        "rig: live view closed; the run goes on (plain progress lines follow, Ctrl-C stops it)",
-        file=sys.stderr,
-        flush=True,
-    )
+    """`q` in the view closes the view, not the run: say so, then plain progress lines."""
+    from rig.telemetry.viewproc import VIEW_CLOSED, closed_by_user
+
+    if await closed_by_user(view):
+        print(VIEW_CLOSED, file=sys.stderr, flush=True)

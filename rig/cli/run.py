@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
-from rig.cli.capacity import run_sharded, timing_invalid_lines
+from rig.cli.capacity import resolve_workers, run_sharded, timing_invalid_lines
 from rig.cli.common import (
     add_run_options,
     build_specs,
@@ -128,8 +128,10 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
 
 
 def dispatched(args: argparse.Namespace) -> bool:
-    """Does this run go to other processes or machines (--engine, --workers)?"""
-    return args.engine != "local" or (args.workers > 1 and args.worker_index is None)
+    """Does this run go to other processes or machines (--engine, an explicit --workers N)?
+    (`--workers auto` in `rig.run_async` is this process: it runs on the caller's loop.)"""
+    explicit = args.workers not in ("auto", 1)
+    return args.engine != "local" or (explicit and args.worker_index is None)
 
 
 async def run_async(args: argparse.Namespace) -> Runner:
@@ -185,8 +187,9 @@ def run(args: argparse.Namespace) -> int:
     specs, config = prepare(args)
     if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
         return run_engine(args, [s.rollout_id for s in specs])
-    if args.workers > 1 and args.worker_index is None:
-        return run_sharded(args, len(specs))
+    n = resolve_workers(args, len(specs))
+    if n > 1:
+        return run_sharded(args, [s.rollout_id for s in specs], n)
     runner = asyncio.run(_execute(args, specs, config))
     rollouts = print_summary(runner.run_dir)
     if runner.stop_reason:

@@ -18,12 +18,19 @@ DONE_STATUSES = frozenset({"ok", "no_audio"})
 
 def rollout_done(rollout_dir: str) -> bool:
     """Does this rollout's metrics.json say it finished? (Anything unreadable: no.)"""
+    return done_status(rollout_dir) is not None
+
+
+def done_status(rollout_dir: str) -> str | None:
+    """The status of a finished rollout (one a resume skips), else None."""
     try:
         with open(os.path.join(rollout_dir, "metrics.json"), "rb") as f:
             m = safejson.parse(f.read())
     except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("status") in DONE_STATUSES
+        return None
+    if isinstance(m, dict) and m.get("status") in DONE_STATUSES:
+        return str(m["status"])
+    return None
 
 
 def move_aside(d: str) -> None:

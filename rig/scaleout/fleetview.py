@@ -8,11 +8,17 @@ bus feeds the same out-of-process view a local run starts (rig.telemetry.viewpro
 headless, the same lines as a local run: one per finished rollout and a progress line
 (done/total, rate, ETA: rig.reporting.progress) every `--progress-interval-s`.
 The driver itself streams no audio: nothing here competes with a shard's loop.
+
+`rig run --workers N` uses the same monitor for its worker processes (shards on one host:
+one clock). With `mqtt` the monitor also publishes the merged bus to the broker
+(rig.telemetry.mqtt.MqttPublisher): one MQTT client, one retained `run` message with the
+fleet's total, every worker's rollouts under the run's topic (docs/telemetry.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -25,7 +31,7 @@ from rig.telemetry import events as ev
 from rig.telemetry.bus import EventBus
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleetlink import CollectorStats, FleetCollector, Hello
-from rig.telemetry.viewproc import ViewProcess
+from rig.telemetry.viewproc import VIEW_CLOSED, ViewProcess, closed_by_user
 
 START_TIMEOUT_S = 30.0
 
@@ -46,6 +52,8 @@ class FleetMonitor:
         progress_interval_s: float = 10.0,
         emit: Callable[[str], None],
         detail: str | None = None,
+        rollout_lines: bool = True,
+        mqtt: Any = None,
     ) -> None:
         self.run_id = run_id
         self.total = len(rollout_ids)
@@ -55,6 +63,10 @@ class FleetMonitor:
         self.headless = headless
         self.progress_interval_s = progress_interval_s
         self.detail = detail
+        #: a line per finished rollout from its telemetry (off where the shards' own lines
+        #: reach the terminal: rig run --workers passes its workers' stderr through `line`)
+        self.rollout_lines = rollout_lines
+        self.mqtt = mqtt  # rig.telemetry.mqtt.MqttConfig: publish the merged bus there
         self.address: str | None = None
         self.error: str | None = None
         #: rollout id -> {"status": ...}: done before the run, then as shards report them
@@ -71,6 +83,7 @@ class FleetMonitor:
         self._started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._announce: asyncio.Future[None] | None = None
 
     @property
     def view_alive(self) -> bool:
@@ -138,18 +151,16 @@ class FleetMonitor:
         host, port = await collector.start()
         shown = self.advertise or host
         self.address = f"[{shown}]:{port}" if ":" in shown else f"{shown}:{port}"
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            # closed in reverse: the shards' last events are read, then published, then drawn
+            stack.push_async_callback(self._close_view)
+            stack.push_async_callback(collector.stop)
             if not self.headless:
-                view = ViewProcess(
-                    bus,
-                    detail=self.detail,
-                    refresh_hz=4.0 if self.total <= 10 else 2.0,
-                    clock=clock,
-                )
-                if await view.start():
-                    self._view = view
-                else:
-                    self._emit(f"rig: {view.error}; plain progress lines instead")
+                await self._open_view(bus, clock)
+            if self.mqtt is not None:
+                from rig.telemetry.mqtt import MqttPublisher
+
+                await stack.enter_async_context(MqttPublisher(bus, self.mqtt, clock=clock))
             bus.publish(
                 ev.run(
                     self.run_id, clock.now_ns(), self.total - self._skipped, skipped=self._skipped
@@ -166,13 +177,31 @@ class FleetMonitor:
                     self.line,
                 )
             )
+            stack.callback(ticker.cancel)
             await self._stop.wait()
-            ticker.cancel()
-        finally:
-            await collector.stop()
-            if self._view is not None:
-                view, self._view = self._view, None
-                await view.stop()
+            await collector.stop()  # before the publisher and the view close (again: a no-op)
+
+    async def _open_view(self, bus: EventBus, clock: MonotonicClock) -> None:
+        view = ViewProcess(
+            bus, detail=self.detail, refresh_hz=4.0 if self.total <= 10 else 2.0, clock=clock
+        )
+        if not await view.start():
+            self._emit(f"rig: {view.error}; plain progress lines instead")
+            return
+        self._view = view
+
+        async def announce() -> None:
+            if await closed_by_user(view):
+                self._emit(VIEW_CLOSED)
+
+        self._announce = asyncio.ensure_future(announce())
+
+    async def _close_view(self) -> None:
+        if self._announce is not None:
+            self._announce.cancel()
+        if self._view is not None:
+            view, self._view = self._view, None
+            await view.stop()
 
     def _on_event(self, event: TelemetryEvent, hello: Hello) -> None:
         d = event.data
@@ -181,6 +210,8 @@ class FleetMonitor:
         status = str(d.get("status") or "?")
         self.results[event.rollout_id] = {"status": status}
         reason = d.get("reason")
+        if not self.rollout_lines:
+            return
         self.line(
             f"{event.rollout_id}: {status}"
             + (f" ({reason})" if reason else "")

@@ -27,6 +27,22 @@ from rig.telemetry.bus import EventBus
 from rig.telemetry.viewfeed import ViewFeed, socket_pair
 
 VIEWER_MODULE = "rig.dashboard.viewer"
+VIEW_CLOSED = (
+    "rig: live view closed; the run goes on (plain progress lines follow, Ctrl-C stops it)"
+)
+
+
+async def closed_by_user(view: ViewProcess) -> bool:
+    """Wait until the view is gone; True if the user closed it (`q`), not the run (stop())
+    nor Ctrl-C (the view exits 130: the run is stopping too, nothing to announce)."""
+    assert view.feed is not None
+    await view.feed.closed.wait()
+    proc = view.proc
+    if proc is not None:
+        with contextlib.suppress(TimeoutError):
+            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
+                return False
+    return True
 
 
 class ViewProcess:
