@@ -178,5 +178,7 @@ def merge(
         "scheduling": [p.get("scheduling") for p in parts],
         "writer": [p.get("writer") for p in parts],
         "ended_utc": [p.get("ended_utc") for p in parts],
+        # --concurrency auto: each worker's own AIMD gate on its own loop
+        "concurrency_auto": [p.get("concurrency_auto") for p in parts],
     }
     return merged

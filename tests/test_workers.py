@@ -3,9 +3,11 @@ merged manifest, workers that die with the parent, resume across workers; and th
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from rig import workers
+from rig.errors import ConfigError
+from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 from tests.support.wait import wait_for
 
@@ -147,3 +151,125 @@ def test_sim_workers_refuse_what_they_cannot_shard(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert r.returncode == 2 and "--truth-log needs --workers 1" in r.stderr
+
+
+def test_auto_is_one_process_until_one_loop_is_full_then_one_per_core_at_most() -> None:
+    per = workers.PER_LOOP_ROLLOUTS
+    assert workers.auto_workers(3, 3, cores=8) == 1  # a small run: no processes to start
+    assert workers.auto_workers(per, 10 * per, cores=8) == 1
+    assert workers.auto_workers(per + 1, 10 * per, cores=8) == 2
+    assert workers.auto_workers(10 * per, 10 * per, cores=2) == 2  # never past the cores
+    assert workers.auto_workers(10 * per, per, cores=8) == 1  # at once <= rollouts
+    assert workers.auto_workers(None, 3 * per, cores=8) == 3  # concurrency auto: the rollouts
+    assert workers.auto_workers(None, per, cores=8) == 1
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    from rig.cli import build_parser
+
+    return build_parser().parse_args(["run", "x.wav", *argv])
+
+
+def test_workers_option_auto_by_default_and_where_one_process_must_run() -> None:
+    from rig.cli.capacity import resolve_workers
+
+    per = workers.PER_LOOP_ROLLOUTS
+    many = str(4 * per)
+    cores = workers.usable_cores()
+    assert parsed().workers == "auto"
+    assert resolve_workers(parsed("--concurrency", many), 4 * per) == min(cores, 4)
+    assert resolve_workers(parsed("--concurrency", "3"), 4 * per) == 1
+    assert resolve_workers(parsed("--workers", "3"), 2) == 2  # never more than rollouts
+    for one in (["--transport", "device"], ["--device-clock", "d"], ["--shard", "0/2"]):
+        assert resolve_workers(parsed("--concurrency", many, *one), 4 * per) == 1
+        with pytest.raises(ConfigError, match="needs one process"):
+            resolve_workers(parsed("--workers", "2", *one), 4 * per)
+    with pytest.raises(SystemExit):
+        parsed("--workers", "many")
+
+
+TMUX = ["tmux", "-L", f"rigworkers{os.getpid()}", "-f", "/dev/null"]  # a private server
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run([*TMUX, *args], capture_output=True, text=True, check=False).stdout
+
+
+@pytest.mark.realtime
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_one_live_view_for_every_worker_and_q_leaves_the_run_going(tmp_path: Path) -> None:
+    sim, url = start_sim("--reply-s", "0.5")
+    wav = str(Path(__file__).resolve().parents[1] / "rig" / "data" / "turn_what.wav")
+    done, out, session = tmp_path / "exit", tmp_path / "out", f"rigworkers{os.getpid()}"
+    cmd = (
+        f"{sys.executable} -m rig run {wav} --target {url} --repeat 6 --concurrency 2 "
+        f"--workers 2 --drain-quiet-s 0.5 --out {out} --run-id wv; echo $? > {done}; sleep 30"
+    )
+    tmux("new-session", "-d", "-s", session, "-x", "140", "-y", "45", cmd)
+    ids = [f"turn_what-r{k}" for k in range(6)]
+
+    def screen() -> str:
+        return tmux("capture-pane", "-p", "-S", "-100", "-t", session)
+
+    try:
+        # one view, the whole run's size, both workers' rollouts running in it at once
+        def view_up() -> str | None:
+            s = screen()
+            return s if "rig · wv · 0/6 done" in s else None
+
+        first = wait_for(view_up, timeout_s=30, every_s=0.1, what="the view")
+
+        def both_running() -> str | None:
+            s = screen()
+            rows = [ln for ln in s.splitlines() if " running " in ln]
+            shown = {rid for rid in ids if any(rid + " " in ln for ln in rows)}
+            return s if len(shown) >= 2 else None
+
+        wait_for(both_running, timeout_s=30, every_s=0.1, what="two rollouts running")
+        assert "progress:" not in first and ": start" not in first  # no line under the view
+        tmux("send-keys", "-t", session, "q")
+        wait_for(lambda: "live view closed; the run goes on" in screen(), timeout_s=15,
+                 every_s=0.1, what="the view closed")  # fmt: skip
+        wait_for(done.exists, timeout_s=120, every_s=0.2, what="the run to end")
+        final = screen()
+    finally:
+        tmux("kill-server")
+        stop_sim(sim)
+    assert done.read_text().strip() in ("0", "3"), final
+    assert "Traceback" not in final
+    # after q: the workers' own lines, passed on by the parent
+    assert re.search(r"^turn_what-r\d: ok", final, re.M), final
+    manifest = json.loads((out / "wv" / "manifest.json").read_text())
+    assert manifest["status_counts"] == {"ok": 6} and manifest["workers"]["n"] == 2
+
+
+@pytest.mark.realtime
+def test_webrtc_rollouts_through_two_workers(tmp_path: Path) -> None:
+    pytest.importorskip("aiortc")
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "rig", "sim", "--transport", "webrtc", "--port", "0",
+         "--reply-s", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert sim.stdout is not None
+    m = re.search(r"http://\S+", sim.stdout.readline())
+    try:
+        assert m is not None, "rig sim --transport webrtc did not start"
+        wav = str(Path(__file__).resolve().parents[1] / "rig" / "data" / "turn_what.wav")
+        r = subprocess.run(
+            [sys.executable, "-m", "rig", "run", wav, "--target", m.group(0),
+             "--transport", "webrtc", "--out", str(tmp_path), "--run-id", "rtc", "--headless",
+             "--repeat", "4", "--concurrency", "4", "--workers", "2", "--drain-quiet-s", "0.8"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        stop_sim(sim)
+    run = tmp_path / "rtc"
+    assert_run_ok(r.returncode, r.stderr, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status_counts"] == {"ok": 4}, r.stderr[-3000:]
+    shards = [json.loads((run / workers.worker_manifest_name(k)).read_text()) for k in (0, 1)]
+    assert [len(s["rollouts"]) for s in shards] == [2, 2]
+    for k in range(4):
+        m_ = json.loads((run / "rollouts" / f"turn_what-r{k}" / "metrics.json").read_text())
+        assert m_["status"] == "ok" and m_["transport"]["kind"] == "webrtc", m_.get("transport")
