@@ -24,7 +24,6 @@ import contextlib
 import os
 import sys
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, TextIO
 
 from rich.console import Console, RenderableType
@@ -36,6 +35,7 @@ from rig.dashboard.render import order_rows, pick_detail, render, rows_per_page
 from rig.dashboard.viewstate import ViewState
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.snapshot import FleetSnapshot, Reducer, ReducerConfig
 
 DRAIN_SLICE = 512  # events reduced between two yields to the loop
@@ -77,7 +77,7 @@ def summary_line(snap: FleetSnapshot, since_ns: int) -> str:
     return line
 
 
-class Dashboard:
+class Dashboard(StartStop):
     """Live view (or headless progress lines) of everything published on `bus`."""
 
     def __init__(
@@ -137,18 +137,6 @@ class Dashboard:
         self.view.focus = rollout_id
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Dashboard:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def start(self, pump: bool = True) -> None:
         """Subscribe, start the Live view (unless headless) and the pump task."""

@@ -31,6 +31,7 @@ from rig.telemetry import events as ev
 from rig.telemetry.bus import EventBus
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleetlink import CollectorStats, FleetCollector, Hello
+from rig.telemetry.mqtt import MqttConfig, MqttPublisher
 from rig.telemetry.viewproc import VIEW_CLOSED, ViewProcess, closed_by_user
 
 START_TIMEOUT_S = 30.0
@@ -53,7 +54,7 @@ class FleetMonitor:
         emit: Callable[[str], None],
         detail: str | None = None,
         rollout_lines: bool = True,
-        mqtt: Any = None,
+        mqtt: MqttConfig | None = None,
     ) -> None:
         self.run_id = run_id
         self.total = len(rollout_ids)
@@ -66,7 +67,7 @@ class FleetMonitor:
         #: a line per finished rollout from its telemetry (off where the shards' own lines
         #: reach the terminal: rig run --workers passes its workers' stderr through `line`)
         self.rollout_lines = rollout_lines
-        self.mqtt = mqtt  # rig.telemetry.mqtt.MqttConfig: publish the merged bus there
+        self.mqtt = mqtt  # publish the merged bus to this broker
         self.address: str | None = None
         self.error: str | None = None
         #: rollout id -> {"status": ...}: done before the run, then as shards report them
@@ -158,8 +159,6 @@ class FleetMonitor:
             if not self.headless:
                 await self._open_view(bus, clock)
             if self.mqtt is not None:
-                from rig.telemetry.mqtt import MqttPublisher
-
                 await stack.enter_async_context(MqttPublisher(bus, self.mqtt, clock=clock))
             bus.publish(
                 ev.run(

@@ -9,8 +9,12 @@ level, the pacer's stall count) so what leaves the process scales with rollouts,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from rig.telemetry.events import TelemetryEvent
+
+if TYPE_CHECKING:
+    from rig.telemetry.bus import Subscription
 
 MAX_BATCH_LATENESS = 500  # lateness values kept per chunk_batch (the most recent)
 
@@ -83,6 +87,18 @@ class ChunkCoalescer:
         lv = d.get("level_dbfs")
         if lv is not None and (p.level is None or lv > p.level):
             p.level = float(lv)
+
+    def fold_from(self, sub: Subscription, max_n: int | None = None) -> list[TelemetryEvent]:
+        """Drain up to `max_n` events of `sub` (all if None): chunk events folded here, the
+        others returned in order. The one drain loop of the bus's forwarding consumers (the
+        MQTT publisher, the view feed in both of its modes)."""
+        out: list[TelemetryEvent] = []
+        for ev in sub.drain(max_n):
+            if ev.kind == "chunk":
+                self.add(ev)
+            else:
+                out.append(ev)
+        return out
 
     def flush(self, now_ns: int, force: bool = False) -> list[TelemetryEvent]:
         """Batches for rollouts whose last flush is at least one period old (all if force)."""

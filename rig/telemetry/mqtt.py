@@ -26,7 +26,6 @@ import os
 import ssl
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -36,6 +35,7 @@ from rig.errors import ConfigError, ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.wire import RETAINED_KINDS, decode, encode, subscription_filter, topic
 
 PASSWORD_ENV = "RIG_MQTT_PASSWORD"
@@ -144,7 +144,7 @@ class BridgeStats:
     last_error: str | None = None
 
 
-class MqttPublisher:
+class MqttPublisher(StartStop):
     """Forwards the bus to a broker. `async with MqttPublisher(bus, config): ...`."""
 
     def __init__(
@@ -181,18 +181,6 @@ class MqttPublisher:
         """Events that never reached the broker: queue overflow plus offline drops."""
         queue = self._sub.dropped if self._sub is not None else 0
         return queue + self.stats.dropped_offline
-
-    async def __aenter__(self) -> MqttPublisher:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def start(self) -> None:
         self._sub = self._bus.subscribe(self._queue_size)
@@ -266,10 +254,7 @@ class MqttPublisher:
         # payloads carry wall-clock times (v3); re-read every flush: the wall clock can step
         self._epoch_offset_ns = epoch_offset_ns(self._clock)
         while len(self._sub) > 0:
-            for ev in self._sub.drain(SLICE):
-                if ev.kind == "chunk":
-                    self._coalescer.add(ev)
-                    continue
+            for ev in self._coalescer.fold_from(self._sub, SLICE):
                 if ev.kind in RETAINED_KINDS:
                     self._last_status[(ev.run_id, ev.rollout_id)] = ev
                 await self._publish(client, ev)

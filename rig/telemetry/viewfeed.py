@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.units import NS_PER_S
@@ -37,6 +36,7 @@ from rig.errors import ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.wire import RETAINED_KINDS, decode, encode
 
 # Work between two yields to the loop, each well under 0.3 ms of CPU (measured: folding
@@ -79,7 +79,7 @@ class _FoldingSubscription(Subscription):
             super()._put(event)
 
 
-class ViewFeed:
+class ViewFeed(StartStop):
     """Bus → coalesced frames → the view's socket. See the module docstring.
 
     `mode` says where the work happens (bench/dashboard.py compares them; docs/telemetry.md):
@@ -125,18 +125,6 @@ class ViewFeed:
         self._thread: threading.Thread | None = None
         self._thread_stop = threading.Event()
         self._gone = False  # set from any thread; `closed` is set on the loop
-
-    async def __aenter__(self) -> ViewFeed:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -194,11 +182,7 @@ class ViewFeed:
         out: list[TelemetryEvent] = list(self._resend.values())
         self._resend.clear()
         while len(sub) > 0:
-            for ev in sub.drain(DRAIN_SLICE):
-                if ev.kind == "chunk":
-                    self._coalescer.add(ev)
-                else:
-                    out.append(ev)
+            out += self._coalescer.fold_from(sub, DRAIN_SLICE)
             await busy.yield_()
         self.stats.dropped_queue = sub.dropped
         batches = self._coalescer.iter_flush(self._clock.now_ns(), force=True)
@@ -226,11 +210,7 @@ class ViewFeed:
         busy = _Busy(self.stats)
         out: list[TelemetryEvent] = list(self._resend.values())
         self._resend.clear()
-        for ev in sub.drain():
-            if ev.kind == "chunk":
-                self._coalescer.add(ev)
-            else:
-                out.append(ev)
+        out += self._coalescer.fold_from(sub)
         self.stats.dropped_queue = sub.dropped
         out.extend(self._coalescer.flush(self._clock.now_ns(), force=True))
         if out:

@@ -20,10 +20,10 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from types import TracebackType
 
 from rig.clock.base import Clock
 from rig.telemetry.bus import EventBus
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.viewfeed import ViewFeed, socket_pair
 
 VIEWER_MODULE = "rig.dashboard.viewer"
@@ -45,7 +45,7 @@ async def closed_by_user(view: ViewProcess) -> bool:
     return True
 
 
-class ViewProcess:
+class ViewProcess(StartStop):
     """`async with ViewProcess(bus) as view:` ... `view.alive` while the view is up."""
 
     def __init__(
@@ -73,18 +73,6 @@ class ViewProcess:
         self.feed: ViewFeed | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.error: str | None = None
-
-    async def __aenter__(self) -> ViewProcess:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     @property
     def alive(self) -> bool:
