@@ -30,7 +30,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +101,9 @@ class Runner:
         node: str | None = None,
     ) -> None:
         self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
+        #: awaited once everything is set up, before the first rollout streams (a worker of
+        #: `rig run --workers` waits there for the others: rig.workers.StartBarrier)
+        self.before_streaming: Callable[[], Awaitable[None]] | None = None
         #: what the rig tolerates of its own timing before a rollout is not timing_valid
         self.tolerance = tolerance or TimingTolerance()
         #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
@@ -250,6 +253,8 @@ class Runner:
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
+        if todo and self.before_streaming is not None:
+            await self.before_streaming()
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:

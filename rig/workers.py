@@ -20,11 +20,15 @@ that needs, at most one per usable core.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
@@ -83,15 +87,85 @@ def spawn(
     pipe_stdout: bool = False,
     pipe_stderr: bool = False,
     env: Mapping[str, str] | None = None,
+    barrier: StartBarrier | None = None,
 ) -> subprocess.Popen[str]:
     """Start worker `index`: this command again, told who it is and whose child it is
-    (`env`: added to this process's environment, e.g. the fleet link's token)."""
+    (`env`: added to this process's environment, e.g. the fleet link's token; `barrier`:
+    it waits there before it streams)."""
     cmd = [sys.executable, "-m", "rig", *argv, *extra]
     cmd += ["--worker-index", str(index), "--parent-pid", str(os.getpid())]
+    fds: tuple[int, ...] = ()
+    if barrier is not None:
+        fds = (barrier.child_fd(index),)
+        cmd += ["--start-fd", str(fds[0])]
     out = subprocess.PIPE if pipe_stdout else subprocess.DEVNULL
     err = subprocess.PIPE if pipe_stderr else None
     full_env = {**os.environ, **env} if env else None
-    return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=full_env)
+    return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=full_env, pass_fds=fds)
+
+
+class StartBarrier:
+    """No worker streams before every worker is ready to (its imports done, its analysis
+    worker up): a worker still starting takes a core from the streams of one that is
+    already pacing (measured: bench/capacity.py, docs/pacing.md). One socket pair a worker;
+    the worker sends a byte when ready and waits for one back (EOF counts: a worker that
+    ended, or with nothing to do, or a parent that is gone, never holds anyone up)."""
+
+    def __init__(self, workers: int) -> None:
+        self._pairs = [socket.socketpair() for _ in range(workers)]
+        for ours, _theirs in self._pairs:
+            ours.setblocking(False)
+
+    def child_fd(self, index: int) -> int:
+        return self._pairs[index][1].fileno()
+
+    def spawned(self) -> None:
+        """The workers hold their ends now: the parent closes its copies."""
+        for _ours, theirs in self._pairs:
+            theirs.close()
+
+    def release(self, timeout_s: float = 120.0) -> int:
+        """Wait (blocking) until every worker is ready or gone, at most `timeout_s`; then
+        let them all go. How many said ready."""
+        waiting = {ours.fileno(): ours for ours, _ in self._pairs}
+        ready = 0
+        deadline = time.monotonic() + timeout_s
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select(list(waiting), [], [], left)
+            for fd in readable:
+                try:
+                    got = waiting[fd].recv(1)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    got = b""
+                ready += bool(got)
+                del waiting[fd]
+        for ours, _ in self._pairs:
+            try:
+                ours.send(b"g")
+            except OSError:
+                pass  # that worker is gone
+        return ready
+
+    def close(self) -> None:
+        for ours, theirs in self._pairs:
+            ours.close()
+            theirs.close()
+
+
+async def wait_for_start(fd: int) -> None:
+    """A worker's side of the StartBarrier: ready; wait for the go (off the loop)."""
+
+    def exchange() -> None:
+        with socket.socket(fileno=fd) as sock:
+            try:
+                sock.sendall(b"r")
+                sock.recv(1)
+            except OSError:
+                pass  # the parent is gone: nothing to wait for (the worker dies with it)
+
+    await asyncio.to_thread(exchange)
 
 
 def without_options(

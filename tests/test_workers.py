@@ -93,7 +93,7 @@ def test_two_workers_share_one_run_die_with_the_parent_and_resume(tmp_path: Path
     assert r.returncode in (0, 3), r.stderr[-3000:]
     skipped = set(re.findall(r"^(\S+): already done, skipped$", r.stderr, re.M))
     redone = set(re.findall(r"^(\S+): start$", r.stderr, re.M))
-    assert skipped == done and redone == ids - done  # each rollout once, across workers
+    assert skipped == done and redone == ids - done, r.stderr  # each rollout once, across workers
     run = tmp_path / "w"
     shards = [json.loads((run / workers.worker_manifest_name(k)).read_text()) for k in (0, 1)]
     assert not set(shards[0]["rollouts"]) & set(shards[1]["rollouts"])
@@ -273,3 +273,36 @@ def test_webrtc_rollouts_through_two_workers(tmp_path: Path) -> None:
     for k in range(4):
         m_ = json.loads((run / "rollouts" / f"turn_what-r{k}" / "metrics.json").read_text())
         assert m_["status"] == "ok" and m_["transport"]["kind"] == "webrtc", m_.get("transport")
+
+
+CHILD = """
+import asyncio, sys, time
+from rig.workers import wait_for_start
+time.sleep(float(sys.argv[2]))
+print(time.monotonic_ns(), flush=True)  # ready
+asyncio.run(wait_for_start(int(sys.argv[1])))
+print(time.monotonic_ns(), flush=True)  # go
+"""
+
+
+def test_start_barrier_holds_every_worker_until_the_slowest_is_ready() -> None:
+    barrier = workers.StartBarrier(3)
+    delays = ["0", "0.8", "x"]  # the third dies before it is ready: EOF, never a hang
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(barrier.child_fd(k)), d],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            pass_fds=(barrier.child_fd(k),),
+        )  # fmt: skip
+        for k, d in enumerate(delays)
+    ]
+    barrier.spawned()
+    assert barrier.release(timeout_s=30) == 2
+    outs = [p.communicate(timeout=30)[0].split() for p in procs]
+    barrier.close()
+    (ready0, go0), (ready1, go1) = [[int(x) for x in o] for o in outs[:2]]
+    assert go0 >= ready1 and go1 >= ready1  # nobody went before the slow one was ready
+    assert go0 - ready0 >= 0.5e9  # the fast one waited
+    assert procs[2].returncode != 0 and outs[2] == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
@@ -81,6 +82,7 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--start-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--timing-tolerance-ms",
         type=float,
@@ -149,13 +151,19 @@ def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int
     procs = []
     relays = []
     codes = []
+    barrier = workers.StartBarrier(n)
     try:
         for k in range(n):
-            p = workers.spawn(argv, k, extra, pipe_stderr=True, env={TOKEN_ENV: monitor.token})
+            p = workers.spawn(
+                argv, k, extra, pipe_stderr=True, env={TOKEN_ENV: monitor.token}, barrier=barrier
+            )
             procs.append(p)
             relays.append(pass_lines(p, monitor, set(rollout_ids)))
+        barrier.spawned()
+        barrier.release()  # every worker set up before any streams
         codes = [p.wait() for p in procs]
     finally:
+        barrier.close()
         workers.stop_all(procs)  # a Ctrl-C here: the workers stop their rollouts too
         for t in relays:
             t.join(10)
@@ -211,18 +219,27 @@ def fleet_monitor(
         done,
         headless=bool(args.headless) or not Console(stderr=True).is_terminal,
         progress_interval_s=getattr(args, "progress_interval_s", 10.0),
-        emit=lambda line: print(line, file=sys.stderr, flush=True),
+        emit=say,
         detail=getattr(args, "detail", None),
         rollout_lines=False,  # the workers' own lines pass through (pass_lines)
         mqtt=mqtt,
     )
 
 
+_SAY = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line on stderr, whichever thread (a worker's relay, the fleet view) says it."""
+    with _SAY:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
 def pass_lines(proc: Any, monitor: Any, rollout_ids: set[str]) -> Any:
     """A thread that passes a worker's stderr on: a rollout's line (`ID: ...`) as a progress
     line (hidden while the live view draws, as in one process), anything else as a notice
     (held until the view closes, never lost)."""
-    import threading
 
     def main() -> None:
         for raw in proc.stderr:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -108,6 +109,9 @@ async def _run_specs(
         progress=progress,
         asr_model=asr_model,
     )
+    start_fd = getattr(args, "start_fd", None)
+    if start_fd is not None:  # a worker: stream once every worker is ready (rig.workers)
+        runner.before_streaming = functools.partial(workers.wait_for_start, start_fd)
     targets = {s.rollout_id: target_fields(s.target) for s in mine}
     runner.publish_factory = session_publisher(bus, runner.run_id, clock, targets=targets)
     skipped = sum(

@@ -191,6 +191,14 @@ def run(args: argparse.Namespace) -> int:
     if n > 1:
         return run_sharded(args, [s.rollout_id for s in specs], n)
     runner = asyncio.run(_execute(args, specs, config))
+    if args.worker_index is not None:  # the parent prints the summary of the whole run
+        mine = runner.results.values()
+        ok = not runner.stop_reason and all(m.get("status") == "ok" for m in mine)
+        return (
+            EXIT_OK
+            if ok and all(m.get("timing_valid") is not False for m in mine)
+            else (EXIT_ROLLOUTS_FAILED)
+        )
     rollouts = print_summary(runner.run_dir)
     if runner.stop_reason:
         print(
