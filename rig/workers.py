@@ -37,10 +37,11 @@ from rig.errors import ConfigError
 
 T = TypeVar("T")
 
-#: rollouts (a 6 s turn, fully recorded, the reference system on the same machine) one event
-#: loop paced within p99 <= 5 ms on the 2-core reference machine (bench/capacity.py,
-#: docs/pacing.md): past it, `--workers auto` adds processes
-PER_LOOP_ROLLOUTS = 25
+#: rollouts at once past which `--workers auto` adds a process. Measured on the 2-core
+#: reference machine, the reference system beside the rig (bench/capacity.py --workers 1 2,
+#: docs/pacing.md): at 10 one process was as good as two (median p99 5.5 vs 4.7 ms) for less
+#: CPU; at 25 two were clearly better (6.2 vs 19.0 ms)
+PER_LOOP_ROLLOUTS = 20
 
 
 def usable_cores() -> int:
