@@ -112,6 +112,20 @@ def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
     return np.asarray(late, dtype=np.float64) / 1e6
 
 
+def rollout_figures(res: list[dict[str, Any]], late_ms: np.ndarray) -> dict[str, Any]:
+    """What a step's rows share: statuses, frames, pooled lateness, stalls, timing_valid."""
+    x = late_ms
+    return {
+        "statuses": dict(Counter(str(m.get("status", "error")) for m in res)),
+        "frames": sum(int(m.get("uplink", {}).get("frames", 0)) for m in res),
+        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
+        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
+        "max_ms": round(float(x.max()), 3) if x.size else None,
+        "stalls": sum(int(m.get("uplink", {}).get("stalls", 0)) for m in res),
+        "timing_valid": sum(m.get("timing_valid") is True for m in res),
+    }
+
+
 def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -178,13 +192,7 @@ async def rig_step(
     return {
         "n": n,
         "writer": writer,
-        "statuses": result["status_counts"],
-        "frames": frames,
-        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
-        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
-        "max_ms": round(float(x.max()), 3) if x.size else None,
-        "stalls": sum(int(r.get("uplink", {}).get("stalls", 0)) for r in res),
-        "timing_valid": sum(r.get("timing_valid") is True for r in res),
+        **rollout_figures(list(res), x),
         "invalid_why": dict(
             Counter(
                 re.sub(r"[\d.]+", "#", why).split(" >")[0].split(" (")[0]
@@ -233,13 +241,7 @@ def cli_step(
     return {
         "n": n,
         "writer": f"cli --workers {workers}",
-        "statuses": dict(Counter(str(m.get("status")) for m in res)),
-        "frames": frames,
-        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
-        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
-        "max_ms": round(float(x.max()), 3) if x.size else None,
-        "stalls": sum(int(m.get("uplink", {}).get("stalls", 0)) for m in res),
-        "timing_valid": sum(m.get("timing_valid") is True for m in res),
+        **rollout_figures(res, x),
         "rig_us_per_frame": round((cpu1 - cpu0) / frames * 1e6, 1) if frames else None,
         "sim_us_per_frame": round((sim1 - sim0) / frames * 1e6, 1) if frames else None,
     }

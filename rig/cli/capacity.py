@@ -13,9 +13,9 @@ from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
 from rig.errors import ConfigError
 
 
-def concurrency_arg(value: str) -> int | str:
-    """`--concurrency N` or `auto` (the runner's AIMD gate, rig.core.admission); N is
-    range-checked with the other options (check_run_options)."""
+def int_or_auto(value: str) -> int | str:
+    """`--concurrency` and `--workers`: N or `auto` (N is range-checked with the other
+    options, check_run_options)."""
     if value.strip().lower() == "auto":
         return "auto"
     try:
@@ -24,14 +24,8 @@ def concurrency_arg(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
 
 
-def workers_arg(value: str) -> int | str:
-    """`--workers N` or `auto` (rig.workers.auto_workers; N is range-checked later)."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
+#: `--concurrency N|auto` (auto: the runner's AIMD gate, rig.core.admission)
+concurrency_arg = int_or_auto
 
 
 def resolve_workers(args: argparse.Namespace, n_specs: int) -> int:
@@ -73,7 +67,7 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument(
         "--workers",
-        type=workers_arg,
+        type=int_or_auto,
         default="auto",
         help="worker processes the rollouts are sharded over, each with its own event loop "
         f"and writer; auto (the default): 1 up to {PER_LOOP_ROLLOUTS} rollouts at once, "

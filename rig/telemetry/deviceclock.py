@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from rig.limits import remote_ts_ns
 from rig.safejson import object_remote
 from rig.telemetry import events
 from rig.telemetry.bus import EventBus
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.mqtt import MqttConfig, _client, parse_mqtt_url
 from rig.telemetry.wire import topic_part
 
@@ -118,7 +118,7 @@ class DeviceClockCollector:
         return None
 
 
-class DeviceClockProbe:
+class DeviceClockProbe(StartStop):
     """Asyncio shell: probes a device over MQTT and collects samples and event pairs.
 
     If `bus` is given, each probe result is also published as a `clock` event (rtt_ms and
@@ -154,20 +154,14 @@ class DeviceClockProbe:
     def events(self) -> list[EventPair]:
         return self.collector.events
 
-    async def __aenter__(self) -> DeviceClockProbe:
+    async def start(self) -> None:
         self._stack = contextlib.AsyncExitStack()
         self._client = await self._stack.enter_async_context(_client(self.config, timeout=5.0))
         await self._client.subscribe(self.collector.reply_topic, qos=0)
         await self._client.subscribe(self.collector.events_topic, qos=0)
         self._reader = asyncio.get_running_loop().create_task(self._read(), name="device-clock")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def stop(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -32,7 +32,6 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import Any
 
 from rig.clock.base import Clock
@@ -40,6 +39,7 @@ from rig.errors import ConfigError, ProtocolError
 from rig.safejson import object_remote
 from rig.telemetry.bus import EventBus
 from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.viewfeed import ViewFeed, socket_pair
 from rig.telemetry.wire import MAX_PAYLOAD_BYTES, decode
 
@@ -266,7 +266,7 @@ class FleetCollector:
         self.clocks[hello.shard] = clock.describe()
 
 
-class FleetUplink:
+class FleetUplink(StartStop):
     """The shard's end: `async with FleetUplink(bus, "HOST:PORT", hello):` sends the bus's
     telemetry to the driver for as long as the run streams. See the module docstring."""
 
@@ -289,20 +289,14 @@ class FleetUplink:
         self.feed = ViewFeed(bus, self._ours, flush_hz=flush_hz, clock=clock)
         self._thread = threading.Thread(target=self._forward, name="fleet-uplink", daemon=True)
 
-    async def __aenter__(self) -> FleetUplink:
+    async def start(self) -> None:
         self.feed.start()
         self._thread.start()
         # let the feed's periodic task reach its first wait: ViewFeed.stop sends the last frame
         # from there (a task that never ran would send nothing: a shard that ends at once)
         await asyncio.sleep(0)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def stop(self) -> None:
         await self.feed.stop()  # the last frame, then EOF on the pair: the thread ends
         await asyncio.to_thread(self._thread.join, SEND_TIMEOUT_S)
 

@@ -1,7 +1,8 @@
 """`async with x:` for the bus's consumers: `x.start()` on entry, `await x.stop()` on exit.
 
-Why: the MQTT publisher, the view feed, the view process and the dashboard each start a task
-(or a process) over the bus and stop it; they wrote the same two methods four times.
+Why: the MQTT publisher, the view feed, the view process, the dashboard, the fleet uplink
+and the device clock probe each start a task (a process, a thread, a connection) over the bus
+and stop it; they wrote the same two methods six times.
 """
 
 from __future__ import annotations
