@@ -28,11 +28,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
+from rig.clock.base import NS_PER_S, MonotonicClock
 from rig.errors import ConfigError
 
 T = TypeVar("T")
@@ -130,8 +130,9 @@ class StartBarrier:
         let them all go. How many said ready."""
         waiting = {ours.fileno(): ours for ours, _ in self._pairs}
         ready = 0
-        deadline = time.monotonic() + timeout_s
-        while waiting and (left := deadline - time.monotonic()) > 0:
+        clock = MonotonicClock()
+        deadline_ns = clock.now_ns() + round(timeout_s * NS_PER_S)
+        while waiting and (left := (deadline_ns - clock.now_ns()) / NS_PER_S) > 0:
             readable, _, _ = select.select(list(waiting), [], [], left)
             for fd in readable:
                 try:
