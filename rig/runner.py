@@ -380,7 +380,8 @@ class Runner:
         written: asyncio.Future[None] = loop.create_future()
         self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
-            await asyncio.wait_for(written, self.analysis_timeout_s)
+            async with asyncio.timeout(self.analysis_timeout_s):
+                await written
             write_error = self.writer.rollout_error(d)
             if write_error is not None:
                 # the files are incomplete: no analysis of them, the rollout is redone on resume
@@ -397,8 +398,8 @@ class Runner:
                 metrics = {**metrics, "timing": {"error": "not analysed: files incomplete"}}
                 metrics["pass"] = None
             elif self.analyze:
-                metrics = await asyncio.wait_for(
-                    loop.run_in_executor(
+                async with asyncio.timeout(self.analysis_timeout_s):
+                    metrics = await loop.run_in_executor(
                         self._analysis_pool(),
                         functools.partial(
                             finish_rollout,
@@ -409,9 +410,7 @@ class Runner:
                             rules=spec.meta.get("rules"),
                             asr_model=self.asr_model,
                         ),
-                    ),
-                    self.analysis_timeout_s,
-                )
+                    )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
                 metrics = await self.io.run(analyze_log, metrics, log)

@@ -226,8 +226,9 @@ async def _announce_view_closed(view: Any) -> None:
     proc = view.proc
     if proc is not None:
         with contextlib.suppress(TimeoutError):
-            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
-                return
+            async with asyncio.timeout(1.0):
+                if await proc.wait() == 130:
+                    return
     print(
         "rig: live view closed; the run goes on (plain progress lines follow, Ctrl-C stops it)",
         file=sys.stderr,

@@ -230,8 +230,8 @@ class RecordingProxy:
         if self.connect_via is not None:
             via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
         try:
-            upstream = await asyncio.wait_for(
-                SafeConnect(
+            async with asyncio.timeout(self.connect_timeout_s):
+                upstream = await SafeConnect(
                     upstream_for(self.upstream, path),
                     additional_headers=headers or None,
                     create_connection=stamping(StampedConnection, self.clock),
@@ -239,9 +239,7 @@ class RecordingProxy:
                     compression=None,
                     ping_interval=None,
                     **via,
-                ),
-                self.connect_timeout_s,
-            )
+                )
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ValueError) as exc:
             end["error"] = f"upstream connect failed: {type(exc).__name__}: {redact_text(str(exc))}"
             end["connect"] = "failed"
@@ -364,12 +362,13 @@ class RecordingProxy:
         written: asyncio.Future[None] = loop.create_future()
         self._writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
-            await asyncio.wait_for(written, self.analysis_timeout_s)
+            async with asyncio.timeout(self.analysis_timeout_s):
+                await written
             write_error = self._writer.rollout_error(pc.dir)
             if write_error is not None:
                 metrics.update(status="write_error", reason=f"recording failed: {write_error}")
-            metrics = await asyncio.wait_for(
-                loop.run_in_executor(
+            async with asyncio.timeout(self.analysis_timeout_s):
+                metrics = await loop.run_in_executor(
                     self._analysis_pool(),
                     functools.partial(
                         finish_proxied,
@@ -381,9 +380,7 @@ class RecordingProxy:
                         tuple(pc.down_forward_ns),
                         analyze=self.record_audio and write_error is None,
                     ),
-                ),
-                self.analysis_timeout_s,
-            )
+                )
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, concurrent.futures.BrokenExecutor):
                 self._pool = None

@@ -126,12 +126,14 @@ class ViewProcess:
         if proc is None:
             return
         try:
-            await asyncio.wait_for(proc.wait(), self.stop_timeout_s)
+            async with asyncio.timeout(self.stop_timeout_s):
+                await proc.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await proc.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()

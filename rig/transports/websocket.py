@@ -191,8 +191,8 @@ class WebSocketTransport(Transport):
         via: dict[str, Any] = {}
         if self.connect_via is not None:
             via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
-        self._ws = await asyncio.wait_for(
-            SafeConnect(  # type: ignore[arg-type]
+        async with asyncio.timeout(self.connect_timeout_s + 1):
+            self._ws = await SafeConnect(  # type: ignore[assignment]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
                 create_connection=stamping(StampedConnection, self.clock),
@@ -201,9 +201,7 @@ class WebSocketTransport(Transport):
                 ping_interval=None,
                 compression=None,
                 **via,
-            ),
-            timeout=self.connect_timeout_s + 1,
-        )
+            )
 
     async def _handshake(self) -> None:
         ws = self._require()
@@ -315,7 +313,8 @@ class WebSocketTransport(Transport):
             ws.transport.abort()
             return
         try:
-            await asyncio.wait_for(ws.close(), self.close_timeout_s)
+            async with asyncio.timeout(self.close_timeout_s):
+                await ws.close()
         except (TimeoutError, ConnectionClosed, OSError):
             ws.transport.abort()
 
