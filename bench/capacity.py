@@ -41,28 +41,16 @@ from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
+from runstats import lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
 
 from rig import realtime
-from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.clock.base import MonotonicClock
-from rig.core.plan import PlanBuilder
 from rig.recordings.writer import RecordingWriter
-from rig.runner import RolloutSpec, Runner
-from rig.session import SessionConfig
+from rig.runner import Runner
 
-RATE = 16_000
 FRAME_NS = 20_000_000
 BOUND_P99_MS = 5.0
 TICK_S = os.sysconf("SC_CLK_TCK")
-
-
-def rss_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def self_cpu_s() -> float:
@@ -85,18 +73,6 @@ def tree_cpu_s(pid: int) -> float:
             with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
                 kids += [int(x) for x in f.read().split()]
     return proc_cpu_s(pid) + sum(proc_cpu_s(k) for k in kids)
-
-
-def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
-    late: list[int] = []
-    for rid in rollout_ids:
-        path = os.path.join(run_dir, "rollouts", rid, "chunks.jsonl")
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if '"dir":"up"' in line:
-                    c = json.loads(line)
-                    late.append(c["t_ns"] - c["t_sched_ns"])
-    return np.asarray(late, dtype=np.float64) / 1e6
 
 
 def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -126,18 +102,7 @@ def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, An
 async def rig_step(
     url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
 ) -> dict[str, Any]:
-    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
-    specs = [
-        RolloutSpec(
-            f"r{i}",
-            plan,
-            ws_factory(url, "rig", RATE, {}),
-            {"url": url},
-            {"scenario": "capacity", "item": "tone", "kind": "turn_taking"},
-            SessionConfig(drain_quiet_s=1.0, max_s=seconds + 30, probe_interval_s=0.5),
-        )
-        for i in range(n)
-    ]
+    specs = tone_specs(url, n, seconds, "capacity", seconds + 30)
     rss0 = rss_kb()
     peak = [rss0]
 
@@ -161,15 +126,15 @@ async def rig_step(
     w.cancel()
     res = result["results"].values()
     frames = sum(int(r.get("uplink", {}).get("frames", 0)) for r in res)
-    x = uplink_lateness_ms(result["run_dir"], list(result["results"]))
+    late = lateness_summary_ms(uplink_lateness_ms(result["run_dir"], list(result["results"])))
     return {
         "n": n,
         "writer": writer,
         "statuses": result["status_counts"],
         "frames": frames,
-        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
-        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
-        "max_ms": round(float(x.max()), 3) if x.size else None,
+        "p50_ms": late["p50"],
+        "p99_ms": late["p99"],
+        "max_ms": late["max"],
         "stalls": sum(int(r.get("uplink", {}).get("stalls", 0)) for r in res),
         "timing_valid": sum(r.get("timing_valid") is True for r in res),
         "invalid_why": dict(

@@ -22,6 +22,7 @@ goes on: other rollouts, barriers, the run. The runner marks such a rollout `wri
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -212,6 +213,15 @@ class RecordingWriter:
         (a rollout's `close` included). Keep it tiny: e.g. `loop.call_soon_threadsafe(...)`."""
         self.put(("barrier", "", callback))
 
+    async def written(self, timeout_s: float) -> None:
+        """Return once everything queued so far is written (`barrier`, awaited on the loop);
+        TimeoutError after `timeout_s`. A rollout's files are complete before analysis."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self.barrier(lambda: loop.call_soon_threadsafe(_resolve, done))
+        async with asyncio.timeout(timeout_s):
+            await done
+
     def close(self, timeout_s: float | None = None) -> None:
         if self._started and self._thread.is_alive():
             self._q.put(_STOP)
@@ -375,6 +385,11 @@ class RecordingWriter:
         files.system.close()
         if files.received is not None:
             files.received.close()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _write_all(f: BinaryIO, data: bytes) -> None:
