@@ -130,13 +130,29 @@ class UdpRelay:
         return {"kind": "udp", **self.impairment.as_dict()}
 
 
-class MediaRoute:
+class _Flow:
+    """One flow through the relay, either side: `close()` ends it (once; quiet when the
+    relay is gone already, as at the end of a run)."""
+
+    def __init__(self, relay: UdpRelay) -> None:
+        self.relay = relay
+        self.flow: int | None = None
+
+    async def close(self) -> None:
+        if self.flow is not None:
+            flow, self.flow = self.flow, None
+            try:
+                await self.relay.call(op="close", flow=flow)
+            except (TransportError, TimeoutError, OSError):
+                pass
+
+
+class MediaRoute(_Flow):
     """One peer connection through the relay: rewrite the offer out, the answer in."""
 
     def __init__(self, relay: UdpRelay, target_ip: str) -> None:
-        self.relay = relay
+        super().__init__(relay)
         self.target_ip = target_ip
-        self.flow: int | None = None
         self.flow_id: int | None = None  # kept after close, for the manifest
         self.rig_side: tuple[str, int] | None = None
         self.far: tuple[str, int] | None = None
@@ -161,14 +177,6 @@ class MediaRoute:
         await self.relay.call(op="far", flow=self.flow, addr=list(self.far))
         return route_through(answer_sdp, *self.rig_side)
 
-    async def close(self) -> None:
-        if self.flow is not None:
-            flow, self.flow = self.flow, None
-            try:
-                await self.relay.call(op="close", flow=flow)
-            except (TransportError, TimeoutError, OSError):
-                pass  # the relay is gone already (the run is ending)
-
     def describe(self) -> dict[str, Any]:
         return {
             "flow": self.flow_id,
@@ -176,15 +184,14 @@ class MediaRoute:
         }
 
 
-class AnswerRoute:
+class AnswerRoute(_Flow):
     """The answering side (`rig sim --transport webrtc --impair`): the offer that came in is
     rewritten for the sim's own peer, the answer going out for the rig, so the rig's
     datagrams cross the relay ("up") and the sim's come back through it ("down")."""
 
     def __init__(self, relay: UdpRelay, host: str) -> None:
-        self.relay = relay
+        super().__init__(relay)
         self.host = host
-        self.flow: int | None = None
         self.local_side: tuple[str, int] | None = None
         self.far_side: tuple[str, int] | None = None
 
@@ -205,14 +212,6 @@ class AnswerRoute:
         local = pick_far(candidates(answer_sdp), self.host)
         await self.relay.call(op="local", flow=self.flow, addr=list(local))
         return route_through(answer_sdp, *self.far_side)
-
-    async def close(self) -> None:
-        if self.flow is not None:
-            flow, self.flow = self.flow, None
-            try:
-                await self.relay.call(op="close", flow=flow)
-            except (TransportError, TimeoutError, OSError):
-                pass
 
 
 def main(argv: list[str]) -> int:
