@@ -27,6 +27,12 @@ floats = st.floats(allow_nan=False, allow_infinity=False)
     server=st.none() | floats | ints,
     play=st.none() | ints,
     level=st.none() | floats,
+    extra=st.none()
+    | st.dictionaries(
+        st.sampled_from(["pts", "rtp_ts", "pkt_arrival_ns", "jb_ms", "x_1", "ok"]),
+        st.none() | st.booleans() | ints | floats,
+        max_size=4,
+    ),
 )
 def test_fast_line_equals_json_dumps(
     direction: str,
@@ -39,8 +45,9 @@ def test_fast_line_equals_json_dumps(
     server: float | None,
     play: int | None,
     level: float | None,
+    extra: dict[str, object] | None,
 ) -> None:
-    rec = ChunkRecord(direction, seq, n, rate, t_ns, t_sched, late, server, play, level)  # type: ignore[arg-type]
+    rec = ChunkRecord(direction, seq, n, rate, t_ns, t_sched, late, server, play, level, extra)  # type: ignore[arg-type]
     line = chunk_line(rec)
     assert line == json.dumps(rec.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
     assert line == _json_line(rec.to_json())
@@ -52,7 +59,11 @@ def test_anything_unusual_takes_the_general_path() -> None:
         ChunkRecord(**base, level_dbfs=float("nan")),  # type: ignore[arg-type]
         ChunkRecord(**base, server_ts_ms=float("inf")),  # type: ignore[arg-type]
         ChunkRecord(**base, play_ns=np.int64(7)),  # type: ignore[arg-type]
-        ChunkRecord(**base, extra={"jb_ms": 3.0}),  # type: ignore[arg-type]
+        ChunkRecord(**base, extra={"jb_ms": float("nan")}),  # type: ignore[arg-type]
+        ChunkRecord(**base, extra={"note": "a string"}),  # type: ignore[arg-type]
+        ChunkRecord(**base, extra={"t_ns": 9}),  # type: ignore[arg-type]  (replaces in place)
+        ChunkRecord(**base, extra={"bad key": 1}),  # type: ignore[arg-type]
+        ChunkRecord(**base, extra={"é": 1}),  # type: ignore[arg-type]
         ChunkRecord(**{**base, "seq": True}),  # type: ignore[arg-type]
         ChunkRecord(**{**base, "t_ns": 10**5000}),  # type: ignore[arg-type]
     ]
