@@ -35,6 +35,7 @@ from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
+from rig.transports.wssend import send_message
 
 
 class ArrivalStamps:
@@ -229,10 +230,13 @@ class WebSocketTransport(Transport):
     async def _flush_outgoing(self, ws: StampedConnection) -> None:
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
         `response.create` once the server confirmed the commit)."""
+        outgoing = self.dialect.take_outgoing()
+        if not outgoing:  # the common case: no timeout armed per received message
+            return
         try:
             async with asyncio.timeout(self.send_timeout_s):
-                for msg in self.dialect.take_outgoing():
-                    await ws.send(msg)
+                for msg in outgoing:
+                    await send_message(ws, msg)
         except TimeoutError:
             why = f"send of an answer blocked {self.send_timeout_s:g} s: peer stopped reading"
             raise DeadlineError(why) from None
@@ -251,7 +255,7 @@ class WebSocketTransport(Transport):
         t_ns = self.clock.now_ns()
         try:
             for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
-                await ws.send(msg)
+                await send_message(ws, msg)
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
@@ -262,7 +266,7 @@ class WebSocketTransport(Transport):
         ws = self._require()
         try:
             for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
-                await ws.send(msg)
+                await send_message(ws, msg)
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
