@@ -48,28 +48,16 @@ from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
+from runstats import RATE, lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
 
 from rig import realtime
-from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.clock.base import MonotonicClock
-from rig.core.plan import PlanBuilder
 from rig.recordings.writer import RecordingWriter
-from rig.runner import RolloutSpec, Runner
-from rig.session import SessionConfig
+from rig.runner import Runner
 
-RATE = 16_000
 FRAME_NS = 20_000_000
 BOUND_P99_MS = 5.0
 TICK_S = os.sysconf("SC_CLK_TCK")
-
-
-def rss_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def self_cpu_s() -> float:
@@ -100,27 +88,15 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray:
-    late: list[int] = []
-    for rid in rollout_ids:
-        path = os.path.join(run_dir, "rollouts", rid, "chunks.jsonl")
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if '"dir":"up"' in line:
-                    c = json.loads(line)
-                    late.append(c["t_ns"] - c["t_sched_ns"])
-    return np.asarray(late, dtype=np.float64) / 1e6
-
-
-def rollout_figures(res: list[dict[str, Any]], late_ms: np.ndarray) -> dict[str, Any]:
+def rollout_figures(res: list[dict[str, Any]], late_ms: np.ndarray[Any, Any]) -> dict[str, Any]:
     """What a step's rows share: statuses, frames, pooled lateness, stalls, timing_valid."""
-    x = late_ms
+    late = lateness_summary_ms(late_ms)
     return {
         "statuses": dict(Counter(str(m.get("status", "error")) for m in res)),
         "frames": sum(int(m.get("uplink", {}).get("frames", 0)) for m in res),
-        "p50_ms": round(float(np.percentile(x, 50)), 3) if x.size else None,
-        "p99_ms": round(float(np.percentile(x, 99)), 3) if x.size else None,
-        "max_ms": round(float(x.max()), 3) if x.size else None,
+        "p50_ms": late["p50"],
+        "p99_ms": late["p99"],
+        "max_ms": late["max"],
         "stalls": sum(int(m.get("uplink", {}).get("stalls", 0)) for m in res),
         "timing_valid": sum(m.get("timing_valid") is True for m in res),
     }
@@ -153,18 +129,7 @@ def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, An
 async def rig_step(
     url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
 ) -> dict[str, Any]:
-    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
-    specs = [
-        RolloutSpec(
-            f"r{i}",
-            plan,
-            ws_factory(url, "rig", RATE, {}),
-            {"url": url},
-            {"scenario": "capacity", "item": "tone", "kind": "turn_taking"},
-            SessionConfig(drain_quiet_s=1.0, max_s=seconds + 30, probe_interval_s=0.5),
-        )
-        for i in range(n)
-    ]
+    specs = tone_specs(url, n, seconds, "capacity", seconds + 30)
     rss0 = rss_kb()
     peak = [rss0]
 
@@ -188,11 +153,11 @@ async def rig_step(
     w.cancel()
     res = result["results"].values()
     frames = sum(int(r.get("uplink", {}).get("frames", 0)) for r in res)
-    x = uplink_lateness_ms(result["run_dir"], list(result["results"]))
+    late = uplink_lateness_ms(result["run_dir"], list(result["results"]))
     return {
         "n": n,
         "writer": writer,
-        **rollout_figures(list(res), x),
+        **rollout_figures(list(res), late),
         "invalid_why": dict(
             Counter(
                 re.sub(r"[\d.]+", "#", why).split(" >")[0].split(" (")[0]
@@ -209,6 +174,8 @@ async def rig_step(
 def tone_wav(out: str, seconds: float) -> str:
     """The in-process rows' plan as a WAV file for `rig run`: 0.3 s of silence, the tone."""
     import soundfile as sf
+
+    from rig.audio.source import tone
 
     x = np.concatenate([np.zeros(int(0.3 * RATE), np.int16), tone(300, seconds, RATE).pcm])
     path = os.path.join(out, "tone.wav")

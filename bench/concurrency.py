@@ -37,35 +37,10 @@ import sys
 import tempfile
 from typing import Any
 
-import numpy as np
+from runstats import lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
 
 from rig import realtime
-from rig.audio.source import tone
-from rig.cli.common import ws_factory
-from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
-from rig.session import SessionConfig
-
-RATE = 16_000
-
-
-def rss_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def uplink_lateness_ns(run_dir: str, rollout_ids: list[str]) -> list[int]:
-    late: list[int] = []
-    for rid in rollout_ids:
-        with open(os.path.join(run_dir, "rollouts", rid, "chunks.jsonl"), encoding="utf-8") as f:
-            for line in f:
-                c = json.loads(line)
-                if c["dir"] == "up":
-                    late.append(c["t_ns"] - c["t_sched_ns"])
-    return late
+from rig.runner import Runner
 
 
 async def one_run(
@@ -77,18 +52,7 @@ async def one_run(
     asr_model: str | None = None,
     waves: int = 1,
 ) -> dict[str, Any]:
-    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
-    specs = [
-        RolloutSpec(
-            f"r{i}",
-            plan,
-            ws_factory(url, "rig", RATE, {}),
-            {"url": url},
-            {"scenario": "bench", "item": "tone", "kind": "turn_taking"},
-            SessionConfig(drain_quiet_s=1.0, max_s=seconds + 20, probe_interval_s=0.5),
-        )
-        for i in range(n * waves)
-    ]
+    specs = tone_specs(url, n * waves, seconds, "bench", seconds + 20)
     rss0 = rss_kb()
     peak = [rss0]
 
@@ -107,7 +71,8 @@ async def one_run(
     loops = [((r.get("rig_timing") or {}).get("loop") or {}) for r in result["results"].values()]
     lag_p99 = [x["lag_p99_ms"] for x in loops if x.get("lag_p99_ms") is not None]
     lag_max = [x["lag_max_ms"] for x in loops if x.get("lag_max_ms") is not None]
-    x = np.array(uplink_lateness_ns(result["run_dir"], list(result["results"]))) / 1e6
+    x = uplink_lateness_ms(result["run_dir"], list(result["results"]))
+    late = lateness_summary_ms(x)
     return {
         "n": n,
         "rollouts": n * waves,
@@ -118,9 +83,9 @@ async def one_run(
         "scheduling": read_manifest(result["run_dir"])["scheduling"],
         "statuses": result["status_counts"],
         "frames": int(x.size),
-        "lateness_p50_ms": round(float(np.percentile(x, 50)), 3),
-        "lateness_p99_ms": round(float(np.percentile(x, 99)), 3),
-        "lateness_max_ms": round(float(x.max()), 3),
+        "lateness_p50_ms": late["p50"],
+        "lateness_p99_ms": late["p99"],
+        "lateness_max_ms": late["max"],
         "stalls": stalls,
         "loop_lag_p99_ms": max(lag_p99, default=None),
         "loop_lag_max_ms": max(lag_max, default=None),

@@ -11,8 +11,12 @@ task queue would wait forever, reparented to init. Two guards, both set up in th
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import ctypes
 import ctypes.util
+import importlib
+import multiprocessing
 import os
 import signal
 import threading
@@ -43,3 +47,23 @@ def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, name="rig-parent-watch", daemon=True).start()
+
+
+def analysis_pool(preload: str) -> concurrent.futures.ProcessPoolExecutor:
+    """The analysis worker: one spawned process at nice 10 that dies with us and imports
+    `preload` (the module whose functions it will run) as it starts, so the analysis stack is
+    loaded before the first rollout ends, not on the first call."""
+    return concurrent.futures.ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_analysis_worker_init,
+        initargs=(os.getpid(), preload),
+    )
+
+
+def _analysis_worker_init(parent_pid: int, preload: str) -> None:
+    """Runs first in the analysis worker: low priority, die with the parent, then preload."""
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    die_with_parent(parent_pid)
+    importlib.import_module(preload)

@@ -3,7 +3,9 @@
 How this works: one task per event loop wakes every `period_ms` on the run's clock (the same
 waits the send loops use) and records how late it woke (the loop's lag), the writer's queue
 length and, every `run_delay_every` ticks, the loop thread's run-queue wait from
-`/proc/self/task/<tid>/schedstat` (a ~10 us procfs read; None where the file is missing).
+`/proc/self/task/<tid>/schedstat` (a ~10 us procfs read; None where the file is missing),
+and at each rollout's mark and end the machine's steal time (`/proc/stat`), so a flagged
+rollout says whether its stalls were a CPU wait, the hypervisor, or the loop's own.
 It runs for the whole run, also while every rollout only receives, because arrival stamps
 are taken on the loop too. A rollout marks the monitor when it starts and asks for the
 stats of its own span when it ends (`Session`).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 
@@ -20,6 +23,21 @@ from rig.clock.base import Clock
 from rig.core.admission import Aimd, AimdConfig
 from rig.core.selfcheck import LoopMonitor, LoopStats, Mark
 from rig.core.units import NS_PER_MS
+
+#: the unit of /proc/stat (USER_HZ)
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read_steal_ns(path: str = "/proc/stat") -> int | None:
+    """The machine's total steal time (the `cpu` line's 8th value, in clock ticks) in ns:
+    time a hypervisor ran something else while this VM's vCPUs wanted to run. None if
+    unreadable (not Linux, or no such field)."""
+    try:
+        with open(path, "rb") as f:
+            fields = f.readline().split()
+        return int(fields[8]) * (1_000_000_000 // CLOCK_TICKS_PER_S)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def schedstat_path(tid: int | None = None) -> str:
@@ -75,11 +93,19 @@ class LoopWatch:
 
     def mark(self) -> Mark:
         self._sample_run_delay()
+        self._sample_steal()
         return self.monitor.mark(self.clock.now_ns())
 
     def since(self, mark: Mark) -> LoopStats:
         self._sample_run_delay()
+        self._sample_steal()
         return self.monitor.since(mark, self.clock.now_ns())
+
+    def _sample_steal(self) -> None:
+        """Per rollout mark only (a ~30 us read): steal is told per rollout, not per tick."""
+        ns = read_steal_ns()
+        if ns is not None:
+            self.monitor.steal(ns)
 
     def _sample_run_delay(self) -> None:
         if self._path is not None:

@@ -23,7 +23,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import multiprocessing
 import os
 import random
 import socket
@@ -37,7 +36,7 @@ from typing import Any
 
 from rig import realtime
 from rig.analysis.finish import analyze_log, finish_rollout
-from rig.childproc import die_with_parent
+from rig.childproc import analysis_pool
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
@@ -382,10 +381,8 @@ class Runner:
     ) -> dict[str, Any]:
         """Wait for the rollout's files, add `timing` and `pass`, write metrics.json once."""
         loop = asyncio.get_running_loop()
-        written: asyncio.Future[None] = loop.create_future()
-        self.writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
-            await asyncio.wait_for(written, self.analysis_timeout_s)
+            await self.writer.written(self.analysis_timeout_s)
             write_error = self.writer.rollout_error(d)
             if write_error is not None:
                 # the files are incomplete: no analysis of them, the rollout is redone on resume
@@ -402,8 +399,8 @@ class Runner:
                 metrics = {**metrics, "timing": {"error": "not analysed: files incomplete"}}
                 metrics["pass"] = None
             elif self.analyze:
-                metrics = await asyncio.wait_for(
-                    loop.run_in_executor(
+                async with asyncio.timeout(self.analysis_timeout_s):
+                    metrics = await loop.run_in_executor(
                         self._analysis_pool(),
                         functools.partial(
                             finish_rollout,
@@ -414,9 +411,7 @@ class Runner:
                             rules=spec.meta.get("rules"),
                             asr_model=self.asr_model,
                         ),
-                    ),
-                    self.analysis_timeout_s,
-                )
+                    )
             else:
                 # no worker process: the split is still needed, in a thread (it is short)
                 metrics = await self.io.run(analyze_log, metrics, log)
@@ -458,12 +453,7 @@ class Runner:
 
     def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-                initargs=(os.getpid(),),
-            )
+            self._pool = analysis_pool(__name__)
         return self._pool
 
 
@@ -478,18 +468,6 @@ async def loop_run(pool: concurrent.futures.Executor, fn: Callable[[], Any]) -> 
 def _warm_up() -> None:
     """Runs in the worker: importing this module (at spawn) loaded the analysis stack
     before the first rollout ends; this call only proves the worker is up."""
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _worker_init(parent_pid: int) -> None:
-    """Runs first in the analysis worker: low priority, and die with the parent."""
-    with contextlib.suppress(OSError):
-        os.nice(10)
-    die_with_parent(parent_pid)
 
 
 def _unique_targets(specs: Sequence[RolloutSpec]) -> list[dict[str, Any]]:

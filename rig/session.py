@@ -318,7 +318,8 @@ class Session:
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
-            await self._emit(frame.before)  # manual activity markers lead the audio they mark
+            if frame.before:  # manual activity markers lead the audio they mark
+                await self._emit(frame.before)
             t_sent = await self._send_audio(frame)
             records, barge_ins = uplink.sent(frame, t_sent, self.transport.sent_extra(seq))
             self.sink.put_all(records)
@@ -331,8 +332,11 @@ class Session:
                 )
             for turn, t_ns in barge_ins:
                 await self._emit(listener.barge_in(turn, t_ns))
-            await self._emit(frame.after)
-            self.sink.put_all(listener.release(t_sent))
+            if frame.after:
+                await self._emit(frame.after)
+            released = listener.release(t_sent)
+            if released:
+                self.sink.put_all(released)
 
     async def _send_audio(self, frame: Frame) -> int:
         """One frame to the transport, within `send_timeout_s`: a send that blocks longer

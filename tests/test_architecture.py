@@ -24,7 +24,7 @@ MAX_LINES = 500
 LAYERS: list[tuple[str, ...]] = [
     ("rig", "rig.errors"),  # `rig`: the package root alone (__version__)
     # secrets, untrusted JSON, ranges, ids, shard assignment
-    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard"),
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire

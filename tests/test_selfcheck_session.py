@@ -13,7 +13,13 @@ from rig.audio.source import tone
 from rig.clock.base import FakeClock, MonotonicClock
 from rig.core.plan import PlanBuilder
 from rig.core.selfcheck import LoopStats, TimingTolerance, judge
-from rig.loopwatch import LoopWatch, read_run_delay_ns, schedstat_path
+from rig.loopwatch import (
+    CLOCK_TICKS_PER_S,
+    LoopWatch,
+    read_run_delay_ns,
+    read_steal_ns,
+    schedstat_path,
+)
 from rig.recordings.writer import RecordingWriter
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
@@ -154,3 +160,12 @@ async def test_overload_with_cpu_hogs_is_never_valid() -> None:
     v = judge(0.1, 0, stats, TimingTolerance())
     assert not v.valid, stats
     assert stats.run_delay_share is None or stats.run_delay_share > 0.05, stats
+
+
+def test_steal_is_read_from_proc_stat_in_ns(tmp_path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  4705 150 1120 16250 520 0 30 17 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    assert read_steal_ns(str(stat)) == 17 * (1_000_000_000 // CLOCK_TICKS_PER_S)
+    stat.write_text("cpu  4705 150 1120\n")  # an old kernel: no steal field
+    assert read_steal_ns(str(stat)) is None
+    assert read_steal_ns(str(tmp_path / "missing")) is None

@@ -258,7 +258,7 @@ def aggregate(
         {
             "scenario": sc,
             "setting": st,
-            **_group_report(rows, statuses, seed, False, **ci),
+            **_group_report(rows, statuses, seed, False, inv, **ci),
             "turn_taking": turn_taking(r.metrics for r in rows if r.status in statuses),
         }
         for (sc, st), rows in sorted(by_setting.items(), key=_setting_order)
@@ -280,7 +280,7 @@ def aggregate(
             if r.problem
         ],
         # every rollout as one group (CI resampled over items): what rig report's gates read
-        "overall": _group_report(data.rollouts, statuses, seed, False, **ci),
+        "overall": _group_report(data.rollouts, statuses, seed, False, inv, **ci),
         "scenarios": [
             {"scenario": sc, **_group_report(rows, statuses, seed, False, inv, **ci)}
             for sc, rows in sorted(by_scenario.items())

@@ -70,6 +70,9 @@ class PreciseTimer:
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
         self._counter = itertools.count()
         self._armed_ns: int | None = None
+        #: one itimerspec, rewritten at every arm (no ctypes object built per frame)
+        self._spec = _Itimerspec()
+        self._spec_ref = ctypes.byref(self._spec)
         loop.add_reader(fd, self._on_ready)
 
     def close(self) -> None:
@@ -91,10 +94,9 @@ class PreciseTimer:
 
     def _arm(self, t_ns: int) -> None:
         assert _LIBC is not None
-        spec = _Itimerspec()
-        spec.it_value.tv_sec = t_ns // 1_000_000_000
-        spec.it_value.tv_nsec = t_ns % 1_000_000_000
-        if _LIBC.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
+        value = self._spec.it_value
+        value.tv_sec, value.tv_nsec = divmod(t_ns, 1_000_000_000)
+        if _LIBC.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, self._spec_ref, None) != 0:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
         self._armed_ns = t_ns
 

@@ -177,26 +177,11 @@ class ClientUplink:
         frames = -(-self.end_sample // n)
         send_ns = tuple(self.passed_ns(k * n) for k in range(frames))
         onsets = [o.play_ns for o in listener.onsets]
-        return SessionLog(
+        return SessionLog.heard_by(
+            listener,
             t0_ns=self.t0_ns,
             sample_rate=rate,
             frame_samples=n,
             send_ns=send_ns,
-            probes=tuple(listener.probes),
-            marks=tuple(listener.marks),
-            down_pairs=tuple(listener.down_pairs),
             turns=self.turns(onsets),
-            onsets=tuple(listener.onsets),
-            heard=tuple(listener.heard),
-            down_chunks=listener.down_chunks,
-            down_samples=listener.down_samples,
-            down_rate=listener.down_rate,
-            truncated_samples=listener.truncated_samples,
-            dropped_samples=listener.dropped_samples,
-            truncated_items=tuple(sorted(listener.truncated_items)),
-            path_rtt_ms=tuple(listener.path_rtt_ms),
-            rtt=tuple(listener.path.rtt),
-            backlog=tuple(listener.path.backlog),
-            pings_lost=listener.path.pings_lost,
-            probe_echoes=tuple(listener.probe_echoes),
         )

@@ -54,18 +54,46 @@ class SessionLog:
     def of(cls, uplink: Uplink, listener: Listener, prefill: Prefill | None = None) -> SessionLog:
         """Freeze what a session's uplink and listener saw."""
         cfg = uplink.pacer.config
-        return cls(
+        return cls.heard_by(
+            listener,
             t0_ns=uplink.pacer.t0_ns,
             sample_rate=cfg.sample_rate,
             frame_samples=cfg.frame_samples,
             send_ns=tuple(uplink.send_ns),
-            probes=tuple(listener.probes),
-            marks=tuple(listener.marks),
-            down_pairs=tuple(listener.down_pairs),
+            turns=uplink.timed_turns(),
             lateness_ns=tuple(uplink.lateness_ns),
             stalls=uplink.pacer.stalls,
             prefill=prefill,
-            turns=uplink.timed_turns(),
+        )
+
+    @classmethod
+    def heard_by(
+        cls,
+        listener: Listener,
+        *,
+        t0_ns: int,
+        sample_rate: int,
+        frame_samples: int,
+        send_ns: tuple[int, ...],
+        turns: tuple[TurnRecord, ...],
+        lateness_ns: tuple[int, ...] = (),
+        stalls: int = 0,
+        prefill: Prefill | None = None,
+    ) -> SessionLog:
+        """Freeze what `listener` saw, with the send side given: a rig session's uplink
+        (`of`) or a proxied client's audio as it passed (rig.core.clientside)."""
+        return cls(
+            t0_ns=t0_ns,
+            sample_rate=sample_rate,
+            frame_samples=frame_samples,
+            send_ns=send_ns,
+            probes=tuple(listener.probes),
+            marks=tuple(listener.marks),
+            down_pairs=tuple(listener.down_pairs),
+            lateness_ns=lateness_ns,
+            stalls=stalls,
+            prefill=prefill,
+            turns=turns,
             onsets=tuple(listener.onsets),
             heard=tuple(listener.heard),
             down_chunks=listener.down_chunks,

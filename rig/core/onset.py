@@ -20,6 +20,11 @@ class OnsetDetector:
     ) -> None:
         self.sample_rate = sample_rate
         self.threshold = 32768.0 * 10 ** (threshold_dbfs / 20)
+        # |x| > threshold for an integer sample x is x > k or x < -k with k = floor(threshold):
+        # two int16 comparisons, no int32 copy and abs per chunk (k capped where no int16
+        # sample can pass: -k would not fit, and x > 32767 is never true)
+        self._k = min(int(np.floor(self.threshold)), 32767)
+        self._never = self.threshold >= 32768.0
         self.block = max(1, sample_rate * BLOCK_MS // 1000)
         self.gap_samples = round(gap_ms / 1000 * sample_rate)
         self._last_loud_end: int | None = None
@@ -33,8 +38,10 @@ class OnsetDetector:
         """Offset (samples into `pcm`) of a new segment's onset in this chunk, if any."""
         if pcm.size == 0:
             return None
-        mags = np.abs(pcm.astype(np.int32))
-        loud = np.flatnonzero(mags > self.threshold)
+        if self._never:
+            return None
+        k = self._k
+        loud = np.flatnonzero((pcm > k) | (pcm < -k))
         if loud.size == 0:
             return None
         onset: int | None = None

@@ -58,6 +58,7 @@ class Mark:
     bins: tuple[int, ...]
     ticks: int
     run_delay_ns: int | None
+    steal_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,9 @@ class LoopStats:
     run_delay_share: float | None
     backlog_max: int
     span_ms: float
+    #: CPU time the hypervisor took from this VM in the span (all CPUs, /proc/stat `steal`,
+    #: 10 ms ticks): a stall with neither run delay nor steal is the loop's own
+    steal_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -88,6 +92,7 @@ class LoopMonitor:
         self._backlog_t: deque[int] = deque(maxlen=KEEP_EVENTS)  # backlog samples > 0
         self._backlog_n: deque[int] = deque(maxlen=KEEP_EVENTS)
         self._run_delay_ns: int | None = None
+        self._steal_ns: int | None = None
         self.max_lag_ns = 0
 
     def tick(self, due_ns: int, woke_ns: int) -> int:
@@ -106,6 +111,10 @@ class LoopMonitor:
         """The loop thread's total run-queue wait so far (schedstat's second field)."""
         self._run_delay_ns = total_wait_ns
 
+    def steal(self, total_steal_ns: int) -> None:
+        """The machine's total steal time so far (/proc/stat, summed over CPUs)."""
+        self._steal_ns = total_steal_ns
+
     def backlog(self, t_ns: int, items: int) -> None:
         """The writer's queue length at `t_ns` (only non-zero samples are kept)."""
         if items > 0:
@@ -113,7 +122,7 @@ class LoopMonitor:
             self._backlog_n.append(items)
 
     def mark(self, t_ns: int) -> Mark:
-        return Mark(t_ns, tuple(self._bins), self.ticks, self._run_delay_ns)
+        return Mark(t_ns, tuple(self._bins), self.ticks, self._run_delay_ns, self._steal_ns)
 
     def since(self, mark: Mark, t_ns: int) -> LoopStats:
         """The loop between `mark` and `t_ns`."""
@@ -130,6 +139,9 @@ class LoopMonitor:
             run_ms = round(run_ns / NS_PER_MS, 3)
             share = round(run_ns / span_ns, 4) if span_ns else 0.0
         max_ms = None if lag_max is None else round(lag_max / NS_PER_MS, 3)
+        steal_ms = None
+        if mark.steal_ns is not None and self._steal_ns is not None:
+            steal_ms = round(max(0, self._steal_ns - mark.steal_ns) / NS_PER_MS, 3)
         return LoopStats(
             ticks=n,
             lag_p50_ms=_capped(_quantile_ms(counts, n, 0.50), max_ms),
@@ -139,6 +151,7 @@ class LoopMonitor:
             run_delay_share=share,
             backlog_max=_max_after(self._backlog_t, self._backlog_n, mark.t_ns) or 0,
             span_ms=round(span_ns / NS_PER_MS, 3),
+            steal_ms=steal_ms,
         )
 
 

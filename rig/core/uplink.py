@@ -108,6 +108,8 @@ class Uplink:
         if got is None:
             return None
         pcm, marks = got
+        if not marks:  # most frames: no control requests to build
+            return Frame(seq, self.pacer.deadline_ns(seq), pcm, ())
         before = [
             ControlRequest("turn_start", {"turn": m.data["turn"]})
             for m in marks

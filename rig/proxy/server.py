@@ -29,7 +29,6 @@ import concurrent.futures
 import contextlib
 import functools
 import itertools
-import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -40,7 +39,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from rig.analysis.proxysplit import finish_proxied
-from rig.childproc import die_with_parent
+from rig.childproc import analysis_pool
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.metrics import Outcome, build_metrics
 from rig.dialects import get_dialect
@@ -230,8 +229,8 @@ class RecordingProxy:
         if self.connect_via is not None:
             via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
         try:
-            upstream = await asyncio.wait_for(
-                SafeConnect(
+            async with asyncio.timeout(self.connect_timeout_s):
+                upstream = await SafeConnect(
                     upstream_for(self.upstream, path),
                     additional_headers=headers or None,
                     create_connection=stamping(StampedConnection, self.clock),
@@ -239,9 +238,7 @@ class RecordingProxy:
                     compression=None,
                     ping_interval=None,
                     **via,
-                ),
-                self.connect_timeout_s,
-            )
+                )
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ValueError) as exc:
             end["error"] = f"upstream connect failed: {type(exc).__name__}: {redact_text(str(exc))}"
             end["connect"] = "failed"
@@ -361,15 +358,13 @@ class RecordingProxy:
         assert pc.sink is not None
         pc.sink.close()
         loop = asyncio.get_running_loop()
-        written: asyncio.Future[None] = loop.create_future()
-        self._writer.barrier(lambda: loop.call_soon_threadsafe(_resolve, written))
         try:
-            await asyncio.wait_for(written, self.analysis_timeout_s)
+            await self._writer.written(self.analysis_timeout_s)
             write_error = self._writer.rollout_error(pc.dir)
             if write_error is not None:
                 metrics.update(status="write_error", reason=f"recording failed: {write_error}")
-            metrics = await asyncio.wait_for(
-                loop.run_in_executor(
+            async with asyncio.timeout(self.analysis_timeout_s):
+                metrics = await loop.run_in_executor(
                     self._analysis_pool(),
                     functools.partial(
                         finish_proxied,
@@ -381,9 +376,7 @@ class RecordingProxy:
                         tuple(pc.down_forward_ns),
                         analyze=self.record_audio and write_error is None,
                     ),
-                ),
-                self.analysis_timeout_s,
-            )
+                )
         except Exception as exc:  # noqa: BLE001 - analysis failing must not lose the rollout
             if isinstance(exc, concurrent.futures.BrokenExecutor):
                 self._pool = None
@@ -402,22 +395,5 @@ class RecordingProxy:
 
     def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-                initargs=(os.getpid(),),
-            )
+            self._pool = analysis_pool(__name__)
         return self._pool
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _worker_init(parent_pid: int) -> None:
-    """Runs first in the analysis worker: low priority, and die with the parent."""
-    with contextlib.suppress(OSError):
-        os.nice(10)
-    die_with_parent(parent_pid)

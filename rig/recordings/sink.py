@@ -59,7 +59,8 @@ class RolloutSink:
         rec = self.recorder
         if isinstance(record, ChunkRecord):
             rec.chunk(record)
-            if record.dir == "up" or record.play_ns is not None:
+            # no live view: no view dict built per chunk
+            if self._publish is not None and (record.dir == "up" or record.play_ns is not None):
                 self.publish("chunk", _chunk_view(record))
         elif isinstance(record, EventRecord):
             rec.event(record)

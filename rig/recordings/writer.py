@@ -22,6 +22,7 @@ goes on: other rollouts, barriers, the run. The runner marks such a rollout `wri
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -38,6 +39,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.core.records import ChunkRecord, EventRecord
+from rig.recordings.lines import chunk_line
 from rig.recordings.wav import WavAppender
 from rig.redact import redact_urls
 
@@ -49,12 +51,26 @@ def _json_line(obj: dict[str, Any]) -> str:
     cannot carry) is still written: the bad values become null and `invalid` names them, so
     a row is never lost (decoders refuse such numbers; this is the last line of defence)."""
     try:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+        return _LINE.encode(obj) + "\n"
     except (ValueError, TypeError, RecursionError):
         invalid: dict[str, str] = {}
         clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
         clean["invalid"] = invalid
         return json.dumps(clean, separators=(",", ":"), allow_nan=False, default=str) + "\n"
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+#: one encoder for every line (json.dumps with options builds a new one per call)
+_LINE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_default)
 
 
 def _clean(value: Any, path: str, invalid: dict[str, str], depth: int = 0) -> Any:
@@ -79,16 +95,6 @@ def _clean(value: Any, path: str, invalid: dict[str, str], depth: int = 0) -> An
         return _clean(value.tolist(), path, invalid, depth)
     invalid[path] = f"not JSON data ({type(value).__name__})"
     return repr(value)[:200]
-
-
-def _default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def write_json_atomic(path: str, obj: Any) -> None:
@@ -212,6 +218,15 @@ class RecordingWriter:
         (a rollout's `close` included). Keep it tiny: e.g. `loop.call_soon_threadsafe(...)`."""
         self.put(("barrier", "", callback))
 
+    async def written(self, timeout_s: float) -> None:
+        """Return once everything queued so far is written (`barrier`, awaited on the loop);
+        TimeoutError after `timeout_s`. A rollout's files are complete before analysis."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self.barrier(lambda: loop.call_soon_threadsafe(_resolve, done))
+        async with asyncio.timeout(timeout_s):
+            await done
+
     def close(self, timeout_s: float | None = None) -> None:
         if self._started and self._thread.is_alive():
             self._q.put(_STOP)
@@ -289,7 +304,8 @@ class RecordingWriter:
                 self.dropped_after_error += 1
             return None
         if op == "chunk":
-            files.chunk_lines.append(_json_line(item[2].to_json()))
+            rec = item[2]
+            files.chunk_lines.append(chunk_line(rec) or _json_line(rec.to_json()))
         elif op == "event":  # events carry free text (reasons, server messages): no URL secrets
             files.event_lines.append(_json_line(redact_urls(item[2].to_json())))
         elif op == "user":
@@ -375,6 +391,11 @@ class RecordingWriter:
         files.system.close()
         if files.received is not None:
             files.received.close()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _write_all(f: BinaryIO, data: bytes) -> None:

@@ -12,21 +12,16 @@ flushes impair.jsonl and prints `done CONNECTIONS CHUNKS ERRORS`.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
 import signal
 import subprocess
-import sys
 from typing import IO, Any
 
-from rig import realtime
 from rig.childproc import die_with_parent
 from rig.clock.base import MonotonicClock
 from rig.net.impair import Impairment, parse_impair
+from rig.relay import child
+from rig.relay.child import DEFAULT_RT_PRIORITY
 from rig.relay.engine import RelayEngine
-
-DEFAULT_RT_PRIORITY = 4
 
 
 class TcpRelay:
@@ -57,36 +52,10 @@ class TcpRelay:
         from the main thread: the child dies with the thread that started it (prctl)."""
         if self._proc is not None:
             raise RuntimeError("relay already started")
-        argv = [
-            sys.executable,
-            "-m",
-            "rig.relay",
-            "--target",
-            f"{self.target[0]}:{self.target[1]}",
-            "--listen",
-            f"{self.listen[0]}:{self.listen[1]}",
-            "--spec",
-            self.impairment.spec,
-            "--rt-priority",
-            str(self.rt_priority),
-            "--parent",
-            str(os.getpid()),
-        ]
-        if log_path is not None:
-            argv += ["--log", log_path]
-        self._proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
-        if len(line) != 3 or line[0] != "listening":
-            err = self._proc.stderr.read() if self._proc.stderr else ""
-            self._proc.wait(5)
-            raise OSError(f"impair relay did not start: {err.strip()[-500:] or line}")
+        target, listen = f"{self.target[0]}:{self.target[1]}", f"{self.listen[0]}:{self.listen[1]}"
+        args = ["--target", target, "--listen", listen, "--spec", self.impairment.spec]
+        self._proc = child.spawn(args, rt_priority=self.rt_priority, log_path=log_path)
+        line = child.first_line(self._proc, _listening, "impair relay").split()
         self.address = (line[1], int(line[2]))
         return self.address
 
@@ -95,17 +64,9 @@ class TcpRelay:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 4 and parts[0] == "done":
-                self.connections, self.chunks, self.errors = map(int, parts[1:])
+        counts = child.reap(proc, [signal.SIGTERM], 10)
+        if len(counts) == 3:
+            self.connections, self.chunks, self.errors = counts
 
     def __enter__(self) -> TcpRelay:
         return self
@@ -117,39 +78,31 @@ class TcpRelay:
         return {"kind": "tcp", **self.impairment.as_dict()}
 
 
+def _listening(line: str) -> bool:
+    parts = line.split()
+    return len(parts) == 3 and parts[0] == "listening"
+
+
 def _addr(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host, int(port)
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m rig.relay")
+    p = child.arguments("python -m rig.relay")
     p.add_argument("--target", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--log")
-    p.add_argument("--rt-priority", type=int, default=DEFAULT_RT_PRIORITY)
-    p.add_argument("--parent", type=int)
     args = p.parse_args(argv)
     if args.parent:
         die_with_parent(args.parent)
     log: IO[str] | None = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None  # noqa: SIM115
     engine = RelayEngine(_addr(args.target), parse_impair(args.spec), MonotonicClock(), log)
 
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-
-        def ready(addr: tuple[str, int]) -> None:
-            print(f"listening {addr[0]} {addr[1]}", flush=True)
-
-        await engine.serve(_addr(args.listen), ready, stop)
+    def ready(addr: tuple[str, int]) -> None:
+        print(f"listening {addr[0]} {addr[1]}", flush=True)
 
     try:
-        with realtime.scheduling(args.rt_priority):
-            asyncio.run(run())
+        child.serve(args.rt_priority, lambda stop: engine.serve(_addr(args.listen), ready, stop))
     finally:
         if log is not None:
             log.close()

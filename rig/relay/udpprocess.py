@@ -11,25 +11,22 @@ SIGTERM) it flushes impair.jsonl and prints `done FLOWS DATAGRAMS STRAY ERRORS`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ipaddress
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 from typing import IO, Any
 
-from rig import realtime
 from rig.childproc import die_with_parent
 from rig.clock.base import MonotonicClock
 from rig.errors import TransportError
 from rig.net.impair import Impairment, parse_impair
 from rig.net.sdpcand import candidates, check_bundled, pick_far, route_through
+from rig.relay import child
+from rig.relay.child import DEFAULT_RT_PRIORITY
 from rig.relay.datagram import CONTROL_BYTES, DatagramRelay
-from rig.relay.process import DEFAULT_RT_PRIORITY
 
 CONTROL_TIMEOUT_S = 5.0
 
@@ -66,26 +63,16 @@ class UdpRelay:
         if self._proc is not None:
             raise RuntimeError("relay already started")
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [sys.executable, "-m", "rig.relay", "udp", "--spec", self.impairment.spec]
-        argv += ["--control-fd", str(theirs.fileno()), "--parent", str(os.getpid())]
-        argv += ["--rt-priority", str(self.rt_priority)]
-        if log_path is not None:
-            argv += ["--log", log_path]
+        args = ["udp", "--spec", self.impairment.spec, "--control-fd", str(theirs.fileno())]
         with theirs:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                pass_fds=(theirs.fileno(),),
+            self._proc = child.spawn(
+                args, rt_priority=self.rt_priority, log_path=log_path, pass_fds=(theirs.fileno(),)
             )
-        assert self._proc.stdout is not None
-        if self._proc.stdout.readline().strip() != "ready":
-            err = self._proc.stderr.read() if self._proc.stderr else ""
-            self._proc.wait(5)
+        try:
+            child.first_line(self._proc, lambda ln: ln.strip() == "ready", "UDP impair relay")
+        except OSError:
             mine.close()
-            raise OSError(f"UDP impair relay did not start: {err.strip()[-500:]}")
+            raise
         mine.setblocking(False)
         self._control = mine
 
@@ -128,19 +115,10 @@ class UdpRelay:
             self._control = None
         if proc is None:
             return
-        try:  # the control socket's end is the child's cue: it flushes the log and exits
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                out, _ = proc.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 5 and parts[0] == "done":
-                self.flows, self.datagrams, self.stray, self.errors = map(int, parts[1:])
+        # the control socket's end is the child's cue: it flushes the log and exits
+        counts = child.reap(proc, [None, signal.SIGTERM], 5)
+        if len(counts) == 4:
+            self.flows, self.datagrams, self.stray, self.errors = counts
 
     def __enter__(self) -> UdpRelay:
         return self
@@ -152,13 +130,29 @@ class UdpRelay:
         return {"kind": "udp", **self.impairment.as_dict()}
 
 
-class MediaRoute:
+class _Flow:
+    """One flow through the relay, either side: `close()` ends it (once; quiet when the
+    relay is gone already, as at the end of a run)."""
+
+    def __init__(self, relay: UdpRelay) -> None:
+        self.relay = relay
+        self.flow: int | None = None
+
+    async def close(self) -> None:
+        if self.flow is not None:
+            flow, self.flow = self.flow, None
+            try:
+                await self.relay.call(op="close", flow=flow)
+            except (TransportError, TimeoutError, OSError):
+                pass
+
+
+class MediaRoute(_Flow):
     """One peer connection through the relay: rewrite the offer out, the answer in."""
 
     def __init__(self, relay: UdpRelay, target_ip: str) -> None:
-        self.relay = relay
+        super().__init__(relay)
         self.target_ip = target_ip
-        self.flow: int | None = None
         self.flow_id: int | None = None  # kept after close, for the manifest
         self.rig_side: tuple[str, int] | None = None
         self.far: tuple[str, int] | None = None
@@ -183,14 +177,6 @@ class MediaRoute:
         await self.relay.call(op="far", flow=self.flow, addr=list(self.far))
         return route_through(answer_sdp, *self.rig_side)
 
-    async def close(self) -> None:
-        if self.flow is not None:
-            flow, self.flow = self.flow, None
-            try:
-                await self.relay.call(op="close", flow=flow)
-            except (TransportError, TimeoutError, OSError):
-                pass  # the relay is gone already (the run is ending)
-
     def describe(self) -> dict[str, Any]:
         return {
             "flow": self.flow_id,
@@ -198,15 +184,14 @@ class MediaRoute:
         }
 
 
-class AnswerRoute:
+class AnswerRoute(_Flow):
     """The answering side (`rig sim --transport webrtc --impair`): the offer that came in is
     rewritten for the sim's own peer, the answer going out for the rig, so the rig's
     datagrams cross the relay ("up") and the sim's come back through it ("down")."""
 
     def __init__(self, relay: UdpRelay, host: str) -> None:
-        self.relay = relay
+        super().__init__(relay)
         self.host = host
-        self.flow: int | None = None
         self.local_side: tuple[str, int] | None = None
         self.far_side: tuple[str, int] | None = None
 
@@ -228,22 +213,10 @@ class AnswerRoute:
         await self.relay.call(op="local", flow=self.flow, addr=list(local))
         return route_through(answer_sdp, *self.far_side)
 
-    async def close(self) -> None:
-        if self.flow is not None:
-            flow, self.flow = self.flow, None
-            try:
-                await self.relay.call(op="close", flow=flow)
-            except (TransportError, TimeoutError, OSError):
-                pass
-
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m rig.relay udp")
-    p.add_argument("--spec", required=True)
+    p = child.arguments("python -m rig.relay udp")
     p.add_argument("--control-fd", type=int, required=True)
-    p.add_argument("--log")
-    p.add_argument("--rt-priority", type=int, default=DEFAULT_RT_PRIORITY)
-    p.add_argument("--parent", type=int)
     args = p.parse_args(argv)
     if args.parent:
         die_with_parent(args.parent)
@@ -251,17 +224,12 @@ def main(argv: list[str]) -> int:
     log: IO[str] | None = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None  # noqa: SIM115
     relay = DatagramRelay(parse_impair(args.spec), MonotonicClock(), log)
 
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def body(stop: asyncio.Event) -> None:
         print("ready", flush=True)
         await relay.serve(control, stop)
 
     try:
-        with realtime.scheduling(args.rt_priority):
-            asyncio.run(run())
+        child.serve(args.rt_priority, body)
     finally:
         if log is not None:
             log.close()

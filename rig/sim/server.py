@@ -236,7 +236,8 @@ class _Session:
 
     async def run(self) -> None:
         try:
-            first = await asyncio.wait_for(self.ws.recv(), self.s.hello_timeout_s)
+            async with asyncio.timeout(self.s.hello_timeout_s):
+                first = await self.ws.recv()
         except TimeoutError:
             raise ProtocolError(f"no hello within {self.s.hello_timeout_s:g} s") from None
         if not isinstance(first, str):

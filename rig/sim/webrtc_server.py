@@ -120,7 +120,8 @@ class WebRtcSimServer(SimHost):
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            async with asyncio.timeout(10):
+                head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
             headers = {
@@ -130,7 +131,10 @@ class WebRtcSimServer(SimHost):
             n = int(headers.get("content-length", "0"))
             if n > 1 << 20:
                 raise ValueError("body too large")
-            body = await asyncio.wait_for(reader.readexactly(n), 10) if n else b""
+            body = b""
+            if n:
+                async with asyncio.timeout(10):
+                    body = await reader.readexactly(n)
             status, ctype, out, extra = await self._route(method, path, headers, body)
         except (ValueError, asyncio.IncompleteReadError, TimeoutError) as exc:
             status, ctype, out, extra = 400, "text/plain", str(exc).encode(), {}
@@ -388,7 +392,8 @@ class _RtcSession:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.media.track.stop()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.pc.close(), 5)
+            async with asyncio.timeout(5):
+                await self.pc.close()
         if self.route is not None:
             await self.route.close()
         self.s.state.active -= 1

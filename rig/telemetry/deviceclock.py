@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.aio import raise_if_cancelling
 from rig.clock import NS_PER_MS, Clock, MonotonicClock
 from rig.clockfit.fit import METHOD_TWO_WAY, fit_two_way
 from rig.clockfit.mapping import ClockMap, FitRefusal
@@ -197,7 +198,8 @@ class DeviceClockProbe(StartStop):
         self._replies[t0] = fut
         await self._client.publish(self.collector.probe_topic, payload, qos=0)
         try:
-            sample = await asyncio.wait_for(fut, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                sample = await fut
         except TimeoutError:
             self._replies.pop(t0, None)
             return None
@@ -268,6 +270,7 @@ class DeviceClockProbe(StartStop):
         """Probe until cancelled (for the length of a run)."""
         while True:
             await self.probe(timeout_s)
+            raise_if_cancelling()  # a cancel an await inside lost: stop all the same
             await asyncio.sleep(interval_s)
 
     async def probe_many(self, n: int, interval_s: float = 0.05, timeout_s: float = 1.0) -> int:

@@ -214,7 +214,8 @@ class FleetCollector:
                 await t
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._server.wait_closed()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -235,7 +236,8 @@ class FleetCollector:
         if self.stats.connections >= self.max_shards:
             self.stats.refused += 1
             return
-        line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
+        async with asyncio.timeout(HELLO_TIMEOUT_S):
+            line = await reader.readline()
         try:
             hello = Hello.decode(line, self.token)
         except ProtocolError:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from rig.aio import finish_or_cancel
 from rig.clock.base import Clock, MonotonicClock
 from rig.clock.wall import epoch_offset_ns
 from rig.errors import ConfigError, ProtocolError
@@ -192,13 +193,8 @@ class MqttPublisher(StartStop):
         if self._task is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), flush_timeout_s)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
+            await finish_or_cancel(self._task, flush_timeout_s)  # a cancel of ours: raised
         finally:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
             self._task = None
             if self._sub is not None:
                 self._sub.close()
@@ -221,7 +217,8 @@ class MqttPublisher(StartStop):
                         await self._publish(client, ev)
                     while not self._stopping.is_set():
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._stopping.wait(), self.flush_period_s)
+                            async with asyncio.timeout(self.flush_period_s):
+                                await self._stopping.wait()
                         await self._send_pending(client, force=self._stopping.is_set())
                     return
             except aiomqtt.MqttError as exc:
@@ -234,7 +231,8 @@ class MqttPublisher(StartStop):
             if self._stopping.is_set():
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), next(delays))
+                async with asyncio.timeout(next(delays)):
+                    await self._stopping.wait()
 
     def _discard_offline(self) -> None:
         if self._sub is None:

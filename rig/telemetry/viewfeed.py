@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rig.aio import finish_or_cancel
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.units import NS_PER_S
 from rig.errors import ProtocolError
@@ -149,12 +150,12 @@ class ViewFeed(StartStop):
         """Send what is pending (one last frame), then close our end: the view sees EOF."""
         self._stopping.set()
         if self._task is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            try:
+                await finish_or_cancel(task, timeout_s)
+            except asyncio.CancelledError:
+                self._close_socket()  # our caller's cancel: stopped all the same, then raised
+                raise
         if self._thread is not None:
             self._thread_stop.set()
             await asyncio.to_thread(self._thread.join, timeout_s)
@@ -170,7 +171,8 @@ class ViewFeed(StartStop):
     async def _run(self) -> None:
         while not self._stopping.is_set() and not self.closed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.period_s)
+                async with asyncio.timeout(self.period_s):
+                    await self._stopping.wait()
             await self.flush()
 
     async def flush(self) -> None:

@@ -40,8 +40,9 @@ async def closed_by_user(view: ViewProcess) -> bool:
     proc = view.proc
     if proc is not None:
         with contextlib.suppress(TimeoutError):
-            if await asyncio.wait_for(proc.wait(), 1.0) == 130:
-                return False
+            async with asyncio.timeout(1.0):
+                if await proc.wait() == 130:
+                    return False
     return True
 
 
@@ -130,12 +131,14 @@ class ViewProcess(StartStop):
         if proc is None:
             return
         try:
-            await asyncio.wait_for(proc.wait(), self.stop_timeout_s)
+            async with asyncio.timeout(self.stop_timeout_s):
+                await proc.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await proc.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()

@@ -35,6 +35,7 @@ from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
+from rig.transports.wssend import send_message
 
 
 class ArrivalStamps:
@@ -191,8 +192,8 @@ class WebSocketTransport(Transport):
         via: dict[str, Any] = {}
         if self.connect_via is not None:
             via = {"host": self.connect_via[0], "port": self.connect_via[1], "proxy": None}
-        self._ws = await asyncio.wait_for(
-            SafeConnect(  # type: ignore[arg-type]
+        async with asyncio.timeout(self.connect_timeout_s + 1):
+            self._ws = await SafeConnect(  # type: ignore[assignment]
                 self.url,
                 additional_headers=self.dialect.headers() or None,
                 create_connection=stamping(StampedConnection, self.clock),
@@ -201,9 +202,7 @@ class WebSocketTransport(Transport):
                 ping_interval=None,
                 compression=None,
                 **via,
-            ),
-            timeout=self.connect_timeout_s + 1,
-        )
+            )
 
     async def _handshake(self) -> None:
         ws = self._require()
@@ -231,10 +230,13 @@ class WebSocketTransport(Transport):
     async def _flush_outgoing(self, ws: StampedConnection) -> None:
         """Send what the dialect wants to say in answer to what it decoded (e.g. Grok's
         `response.create` once the server confirmed the commit)."""
+        outgoing = self.dialect.take_outgoing()
+        if not outgoing:  # the common case: no timeout armed per received message
+            return
         try:
             async with asyncio.timeout(self.send_timeout_s):
-                for msg in self.dialect.take_outgoing():
-                    await ws.send(msg)
+                for msg in outgoing:
+                    await send_message(ws, msg)
         except TimeoutError:
             why = f"send of an answer blocked {self.send_timeout_s:g} s: peer stopped reading"
             raise DeadlineError(why) from None
@@ -253,7 +255,7 @@ class WebSocketTransport(Transport):
         t_ns = self.clock.now_ns()
         try:
             for msg in self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns):
-                await ws.send(msg)
+                await send_message(ws, msg)
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
@@ -264,7 +266,7 @@ class WebSocketTransport(Transport):
         ws = self._require()
         try:
             for msg in self.dialect.encode_event(kind, data, self.clock.now_ns()):
-                await ws.send(msg)
+                await send_message(ws, msg)
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
@@ -315,7 +317,8 @@ class WebSocketTransport(Transport):
             ws.transport.abort()
             return
         try:
-            await asyncio.wait_for(ws.close(), self.close_timeout_s)
+            async with asyncio.timeout(self.close_timeout_s):
+                await ws.close()
         except (TimeoutError, ConnectionClosed, OSError):
             ws.transport.abort()
 

@@ -258,6 +258,9 @@ def test_rollouts_whose_own_timing_failed_are_counted_shown_and_left_out(run_dir
     with_all = aggregate(run_dir, include_invalid_timing=True)
     timing = {s["scenario"]: s for s in with_all["scenarios"]}["timing"]
     assert timing["latency_ms"]["n"] == 8 and not with_all["timing_invalid_excluded"]
+    # the whole run too (what rig report's gates read): the shard-merge test compared a merged
+    # run whose flagged rollouts were left out of `overall` against one that had none
+    assert with_all["overall"]["latency_ms"]["n"] == rep["overall"]["latency_ms"]["n"] + 1
 
 
 def test_wilson_interval_known_values() -> None:

@@ -49,6 +49,16 @@ def test_run_delay_share_and_writer_backlog_in_the_span() -> None:
     assert s.backlog_max == 120
 
 
+def test_steal_is_the_machines_steal_in_the_span_and_none_where_unread() -> None:
+    mon = LoopMonitor()
+    assert mon.since(mon.mark(0), 1000 * MS).steal_ms is None
+    mon.steal(70 * MS)  # before the mark: another rollout's
+    mark = mon.mark(10)
+    mon.steal(70 * MS + 30 * MS)
+    s = mon.since(mark, 10 + 1000 * MS)
+    assert s.steal_ms == 30.0 and s.as_dict()["steal_ms"] == 30.0
+
+
 def test_no_schedstat_means_no_run_delay_and_no_reason_from_it() -> None:
     mon = LoopMonitor()
     mark = mon.mark(0)

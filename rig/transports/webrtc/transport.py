@@ -206,7 +206,8 @@ class WebRtcTransport(Transport):
             raise TransportError(f"WebRTC negotiation failed: {exc}") from exc
         self.media.attach(transceiver.sender.transport)
         try:
-            await asyncio.wait_for(self._connected.wait(), self.connect_timeout_s)
+            async with asyncio.timeout(self.connect_timeout_s):
+                await self._connected.wait()
         except TimeoutError:
             raise TransportError(
                 f"ICE/DTLS did not connect within {self.connect_timeout_s} s "
@@ -215,7 +216,8 @@ class WebRtcTransport(Transport):
         if self._failed:
             raise TransportError(self._failed)
         try:  # aiortc starts the sender right after DTLS connects, in its own task
-            await asyncio.wait_for(self.media.negotiated.wait(), self.connect_timeout_s)
+            async with asyncio.timeout(self.connect_timeout_s):
+                await self.media.negotiated.wait()
         except TimeoutError:
             raise TransportError("connected, but aiortc never started an audio sender") from None
         self.connect_ms = round((self.clock.now_ns() - t0) / 1e6, 3)
@@ -395,7 +397,8 @@ class WebRtcTransport(Transport):
         self.media.track.stop()
         if self.pc is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.pc.close(), 5.0)
+                async with asyncio.timeout(5.0):
+                    await self.pc.close()
         with contextlib.suppress(Exception):
             await self.signalling.close()
         if self.route is not None:

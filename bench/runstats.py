@@ -1,0 +1,71 @@
+"""What bench/capacity.py and bench/concurrency.py share: the rollouts they run (a tone turn
+per rollout against one URL), the process RSS, and the pooled uplink send lateness of a run
+read back from its chunks.jsonl (every frame of every rollout, as the rig recorded it).
+
+Imported as a sibling module (`python bench/capacity.py` puts bench/ on sys.path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from rig.audio.source import tone
+from rig.cli.common import ws_factory
+from rig.core.plan import PlanBuilder
+from rig.runner import RolloutSpec
+from rig.session import SessionConfig
+
+RATE = 16_000
+
+
+def tone_specs(url: str, n: int, seconds: float, scenario: str, max_s: float) -> list[RolloutSpec]:
+    """`n` rollouts of 0.3 s silence then a `seconds` tone turn, `rig` dialect at `url`."""
+    plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
+    return [
+        RolloutSpec(
+            f"r{i}",
+            plan,
+            ws_factory(url, "rig", RATE, {}),
+            {"url": url},
+            {"scenario": scenario, "item": "tone", "kind": "turn_taking"},
+            SessionConfig(drain_quiet_s=1.0, max_s=max_s, probe_interval_s=0.5),
+        )
+        for i in range(n)
+    ]
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray[Any, Any]:
+    """Send lateness (actual minus scheduled send time) of every uplink frame of the run."""
+    late: list[int] = []
+    for rid in rollout_ids:
+        path = os.path.join(run_dir, "rollouts", rid, "chunks.jsonl")
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if '"dir":"up"' in line:  # the writer's compact JSON; parsed only then
+                    c = json.loads(line)
+                    late.append(c["t_ns"] - c["t_sched_ns"])
+    return np.asarray(late, dtype=np.float64) / 1e6
+
+
+def lateness_summary_ms(x: np.ndarray[Any, Any]) -> dict[str, float | None]:
+    """p50, p99, max of pooled lateness in ms (None for a run with no frame)."""
+    if not x.size:
+        return {"p50": None, "p99": None, "max": None}
+    p50, p99 = np.percentile(x, [50, 99])
+    return {
+        "p50": round(float(p50), 3),
+        "p99": round(float(p99), 3),
+        "max": round(float(x.max()), 3),
+    }

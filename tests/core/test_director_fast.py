@@ -1,0 +1,58 @@
+"""The director's shortcut for frames inside a Play gives exactly the general path's frames."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rig.audio.source import tone
+from rig.core.director import Director, Observation, Pause, Play, Step, WaitQuiet
+
+RATE = 16_000
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> list[Step]:
+    steps: list[Step] = []
+    for k in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["turn", "quiet_turn", "inject", "pause", "wait"]))
+        n = draw(st.integers(1, 3000))
+        if kind == "pause":
+            steps.append(Pause(n / RATE))
+        elif kind == "wait":
+            steps.append(WaitQuiet(0.01, timeout_s=n / RATE))
+        else:
+            pcm = tone(300, n / RATE, RATE).pcm[:n]
+            if kind == "quiet_turn":
+                pcm = (pcm // 1000).astype(np.int16)  # below the speech threshold: no bounds
+            lead = draw(st.integers(0, 400))  # silence before speech: bounds inside the turn
+            pcm = np.concatenate([np.zeros(lead, np.int16), pcm])
+            role = "interruption" if kind == "inject" else "turn"
+            steps.append(Play(pcm, f"s{k}", role))
+    return steps
+
+
+@settings(max_examples=150, deadline=None)
+@given(script=scripts(), frame=st.sampled_from([80, 160, 320, 480, 960]))
+def test_shortcut_frames_equal_the_general_path(script: list[Step], frame: int) -> None:
+    fast = Director(script, RATE, frame, 10**9)
+    slow = Director(script, RATE, frame, 10**9)
+    slow.fast_play = False
+    for _ in range(10_000):
+        obs = Observation(fast.timeline.time_of(fast.sample), False, None, None, 0)
+        a, b = fast.next_frame(obs), slow.next_frame(obs)
+        if a is None or b is None:
+            assert a is None and b is None
+            break
+        assert a[0].dtype == b[0].dtype == np.int16
+        assert np.array_equal(a[0], b[0])
+        assert a[1] == b[1]
+        assert (fast.i, fast.pos, fast.sample) == (slow.i, slow.pos, slow.sample)
+    assert fast.turns == slow.turns and fast.barge_ins == slow.barge_ins
+
+
+def test_the_shortcut_is_taken_inside_a_long_turn() -> None:
+    d = Director([Play(tone(300, 1.0, RATE).pcm, "t")], RATE, 320, 0)
+    d.next_frame(Observation(0, False, None, None, 0))  # starts the step (general path)
+    assert d._inside_play() is not None

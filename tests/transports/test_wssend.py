@@ -1,0 +1,81 @@
+"""send_message: what websockets' send() would do, without its per-send context manager.
+
+Real websockets server on loopback: every message arrives, in order, text as text and
+bytes as bytes; a peer that stops reading makes the sender wait (the drain), as send()
+does; a closed connection raises ConnectionClosed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from rig.transports.wssend import send_message
+
+
+@contextlib.asynccontextmanager
+async def _server(handler: object) -> AsyncIterator[str]:
+    async with serve(handler, "127.0.0.1", 0, compression=None, close_timeout=0.5) as server:  # type: ignore[arg-type]
+        port = list(server.sockets)[0].getsockname()[1]
+        yield f"ws://127.0.0.1:{port}"
+
+
+async def test_every_message_arrives_in_order_with_its_type() -> None:
+    got: list[str | bytes] = []
+    done = asyncio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        async for msg in ws:
+            got.append(msg)
+        done.set()
+
+    sent: list[str | bytes] = []
+    for i in range(500):
+        sent.append(os.urandom(640) if i % 3 else f'{{"seq":{i}}}')
+    async with _server(handler) as url, connect(url, compression=None) as ws:
+        for msg in sent:
+            await send_message(ws, msg)
+        await ws.close()
+        await asyncio.wait_for(done.wait(), 5)
+    assert got == sent
+
+
+async def test_a_peer_that_stops_reading_blocks_the_sender() -> None:
+    stop = asyncio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        ws.transport.pause_reading()  # the peer stops reading: our window fills
+        await stop.wait()
+
+    async with _server(handler) as url, connect(url, compression=None) as ws:
+        assert isinstance(ws, ClientConnection)
+        blocked = False
+        try:
+            async with asyncio.timeout(1):
+                for _ in range(2_000):  # 32 MB: far more than socket buffers hold
+                    await send_message(ws, b"\0" * 16_000)
+        except TimeoutError:
+            blocked = True
+        assert blocked
+        assert ws.paused
+        stop.set()
+        ws.transport.abort()
+
+
+async def test_a_closed_connection_raises_connection_closed() -> None:
+    async def handler(ws: ServerConnection) -> None:
+        await ws.close()
+
+    async with _server(handler) as url, connect(url, compression=None) as ws:
+        await asyncio.wait_for(ws.wait_closed(), 5)
+        with pytest.raises(ConnectionClosed):
+            await send_message(ws, b"x")
+        with pytest.raises(ConnectionClosed):
+            await send_message(ws, "x")
