@@ -172,9 +172,14 @@ class Runner:
         random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, self.manifest_name)
         previous: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            loaded = read_json(os.path.join(self.run_dir, "manifest.json"))  # may block
-            previous = loaded if isinstance(loaded, dict) else {}
+        # the run's manifest; for a worker whose parent was killed before it merged one, the
+        # worker's own from that attempt (rig.workers): either way a resume is recorded
+        for name in dict.fromkeys(("manifest.json", self.manifest_name)):
+            with contextlib.suppress(OSError, ValueError):
+                loaded = read_json(os.path.join(self.run_dir, name))  # may block
+                previous = loaded if isinstance(loaded, dict) else {}
+            if previous:
+                break
         manifest = build_manifest(
             self.run_id,
             config={

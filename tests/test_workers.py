@@ -100,6 +100,7 @@ def test_two_workers_share_one_run_die_with_the_parent_and_resume(tmp_path: Path
     assert set(shards[0]["rollouts"]) | set(shards[1]["rollouts"]) == ids
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "done" and manifest["status_counts"] == {"ok": 10}
+    assert manifest["resumed_from"]["status"] == "running"  # the killed attempt, on record
     assert manifest["config"]["concurrency"] == 10 and manifest["workers"]["n"] == 2
     assert len(set(manifest["workers"]["pids"])) == 2
     invalid = {rid for rid in ids
