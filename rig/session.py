@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any
 
+from rig.aio import raise_if_cancelling
 from rig.analysis.finish import analyze_log
 from rig.clock.base import Clock
 from rig.core.director import Drain, Step, steps_from_plan
@@ -426,17 +427,13 @@ class Session:
         assert self.listener is not None
         listener = self.listener
         interval_ns = round(self.cfg.path_interval_s * NS_PER_S)
-        task = asyncio.current_task()
         while True:
             t_start = self.clock.now_ns()
             try:
                 items = await self.transport.sample_path()
             except RigError:
                 items = []
-            if task is not None and task.cancelling():
-                # a cancel some await inside swallowed (asyncio.wait_for on 3.11 does when its
-                # future completes at the same moment): the session is closing, so stop
-                raise asyncio.CancelledError
+            raise_if_cancelling()  # a cancel an await inside lost: the session is closing
             for item in items:
                 self.sink.put_all(listener.on_event(item))
             await self.clock.sleep_until(t_start + interval_ns)
