@@ -149,41 +149,93 @@ def probe_wav(path: str) -> WavInfo:
     )
 
 
-def load_wav(path: str, sample_rate: int, quality: str = "HQ") -> ArraySource:
-    """Decode, downmix (mean) and resample (streaming soxr) a file to mono int16."""
+def load_wav(
+    path: str,
+    sample_rate: int,
+    quality: str = "HQ",
+    *,
+    start_s: float | None = None,
+    end_s: float | None = None,
+    channel: int | str | None = None,
+) -> ArraySource:
+    """Decode, pick a channel or downmix (mean), and resample (streaming soxr) a file, or a
+    slice of it (`start_s`..`end_s`, read after a seek: never the whole file), to mono int16."""
+    return load_channels(
+        path, sample_rate, [channel], quality, start_s=start_s, end_s=end_s
+    )[0]
+
+
+def load_channels(
+    path: str,
+    sample_rate: int,
+    channels: list[int | str | None],
+    quality: str = "HQ",
+    *,
+    start_s: float | None = None,
+    end_s: float | None = None,
+) -> list[ArraySource]:
+    """One mono track per entry of `channels` (an index, or "mean"/None: the mean of all),
+    from the same slice of one file, each through its own streaming resampler."""
     info = probe_wav(path)
-    resampler = (
-        soxr.ResampleStream(info.sample_rate, sample_rate, 1, dtype="float32", quality=quality)
-        if info.sample_rate != sample_rate
-        else None
-    )
-    parts: list[np.ndarray[Any, np.dtype[np.float32]]] = []
+    for ch in channels:
+        if isinstance(ch, int) and not 0 <= ch < info.channels:
+            raise AudioInputError(path, f"no channel {ch}: the file has {info.channels}")
+    first = 0 if start_s is None else round(start_s * info.sample_rate)
+    last = info.frames if end_s is None else min(info.frames, round(end_s * info.sample_rate))
+    if first >= info.frames or last <= first:
+        raise AudioInputError(path, f"empty slice: frames {first}-{last} of {info.frames}")
+
+    def resampler() -> Any:
+        if info.sample_rate == sample_rate:
+            return None
+        return soxr.ResampleStream(info.sample_rate, sample_rate, 1, dtype="float32",
+                                   quality=quality)  # fmt: skip
+
+    streams = [resampler() for _ in channels]
+    parts: list[list[np.ndarray[Any, np.dtype[np.float32]]]] = [[] for _ in channels]
     read_frames = 0
     try:
         with sf.SoundFile(path) as f:
+            if first:
+                f.seek(first)
+            left = last - first
             while True:
-                block = f.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
-                last = len(block) < BLOCK_FRAMES
+                block = f.read(min(BLOCK_FRAMES, left), dtype="float32", always_2d=True)
+                left -= len(block)
+                done = left <= 0 or len(block) == 0
                 read_frames += len(block)
-                mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0]
-                if resampler is not None:
-                    mono = resampler.resample_chunk(np.ascontiguousarray(mono), last=last)
-                parts.append(mono)
-                if last:
+                for k, ch in enumerate(channels):
+                    if isinstance(ch, int):
+                        mono = np.ascontiguousarray(block[:, ch])
+                    elif block.shape[1] > 1:
+                        mono = block.mean(axis=1, dtype=np.float32)
+                    else:
+                        mono = block[:, 0]
+                    rs = streams[k]
+                    if rs is not None:
+                        mono = rs.resample_chunk(np.ascontiguousarray(mono), last=done)
+                    parts[k].append(mono)
+                if done:
                     break
     except (sf.LibsndfileError, RuntimeError) as exc:
         raise AudioInputError(path, f"read failed after {read_frames} frames ({exc})") from exc
-    pcm = to_int16(np.concatenate(parts)) if parts else np.zeros(0, np.int16)
-    if pcm.size == 0:
-        raise AudioInputError(path, "empty: no audio after decoding")
-    conversion = {
-        "kind": "wav",
-        "path": os.path.abspath(path),
-        "source_rate": info.sample_rate,
-        "source_channels": info.channels,
-        "source_subtype": info.subtype,
-        "source_frames": info.frames,
-        "downmix": "mean" if info.channels > 1 else None,
-        "resampler": f"soxr {soxr.__version__} {quality} streaming" if resampler else None,
-    }
-    return ArraySource(pcm, sample_rate, conversion)
+    out = []
+    for k, ch in enumerate(channels):
+        pcm = to_int16(np.concatenate(parts[k])) if parts[k] else np.zeros(0, np.int16)
+        if pcm.size == 0:
+            raise AudioInputError(path, "empty: no audio after decoding")
+        sliced = start_s is not None or end_s is not None
+        conversion = {
+            "kind": "wav",
+            "path": os.path.abspath(path),
+            "source_rate": info.sample_rate,
+            "source_channels": info.channels,
+            "source_subtype": info.subtype,
+            "source_frames": info.frames,
+            "downmix": "mean" if info.channels > 1 and not isinstance(ch, int) else None,
+            "resampler": f"soxr {soxr.__version__} {quality} streaming" if streams[k] else None,
+            **({"channel": ch} if isinstance(ch, int) else {}),
+            **({"start_frame": first, "end_frame": last} if sliced else {}),
+        }
+        out.append(ArraySource(pcm, sample_rate, conversion))
+    return out

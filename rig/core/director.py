@@ -17,7 +17,12 @@ sample offsets. Steps:
                `timeout_s`; the target instant is known in advance, so the next step starts
                at the exact sample inside the frame
   Drain        silence until the system has been quiet for `quiet_s` (extended while it talks),
-               or `max_s`
+               or `max_s`; with `wait_first_s`, a system that has said nothing since the
+               last Play gets up to that much longer before the quiet counts ("3 s of
+               silence, plus up to 8 s more while no audio has come yet"). A drain cut at
+               `max_s` while the system was still talking is `censored`.
+Reference marks (rig.core.refmarks) ride on a Play; each comes out as a `mark` at the sample
+offset of its first sample.
 
 Sans-I/O: no clock, no sleeping. Time comes in with each observation.
 """
@@ -32,6 +37,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.core.plan import speech_bounds
+from rig.core.refmarks import RefMark
 from rig.core.timeline import Timeline
 from rig.core.units import NS_PER_S
 
@@ -47,7 +53,7 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    kind: str  # turn.start, turn.end, inject, release, drain.end, step.start
+    kind: str  # turn.start, turn.end, inject, release, drain.end, step.start, mark
     offset: int  # sample offset in this frame
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -58,6 +64,7 @@ class Play:
     label: str = ""
     role: str = "turn"  # turn | interruption | backchannel | prefill
     barge_in: bool = True  # does starting it truncate the listener's playback queue?
+    marks: tuple[RefMark, ...] = ()  # reference marks at sample offsets in `pcm`
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,7 @@ class WaitOnset:
 class Drain:
     quiet_s: float = 1.5
     max_s: float = 30.0
+    wait_first_s: float = 0.0  # extra wait while the system has said nothing yet
 
 
 Step = Play | Pause | WaitQuiet | WaitOnset | Drain
@@ -122,6 +130,9 @@ class Director:
         self.barge_ins: list[int] = []  # sample positions where a Play asked for truncation
         self._bounds: dict[int, tuple[int, int] | None] = {}
         self._release: dict[str, Any] = {}
+        self.onsets_at_play_end = 0  # system onsets heard when the last Play ended
+        #: a drain hit its cap while the system was still talking (the reply was cut)
+        self.censored = False
 
     @property
     def done(self) -> bool:
@@ -180,6 +191,8 @@ class Director:
         b = self._bounds.get(self.i)
         if b is not None and step.role == "turn" and (pos <= b[0] < end or pos <= b[1] < end):
             return None
+        if step.marks and any(pos <= r.start < end for r in step.marks):
+            return None
         self.pos = end
         self.sample += n
         return pcm[pos:end].copy()
@@ -235,6 +248,10 @@ class Director:
                                 {"turn": self.turns[-1].index, "label": step.label},
                             )
                         )
+            end = self.pos + len(chunk)
+            for ref in step.marks:
+                if self.pos <= ref.start < end or ref.start == end == len(step.pcm):
+                    marks.append(Mark("mark", filled + ref.start - self.pos, {"ref": ref}))
             self.pos += len(chunk)
             return len(chunk)
         if isinstance(step, Pause):
@@ -262,7 +279,10 @@ class Director:
         now = self.timeline.time_of(self.sample)
         waited = now - self.step_start_ns
         if isinstance(step, Play):
-            return self.pos >= len(step.pcm)
+            if self.pos >= len(step.pcm):
+                self.onsets_at_play_end = obs.onsets
+                return True
+            return False
         if isinstance(step, Pause):
             return self.pos >= round(step.seconds * self.rate)
         if isinstance(step, WaitOnset):
@@ -279,7 +299,7 @@ class Director:
             limit_s = step.timeout_s if isinstance(step, WaitQuiet) else step.max_s
             spoke = obs.onsets > self.onsets_at_step_start or obs.system_busy
             if isinstance(step, Drain):
-                spoke = True  # a drain needs quiet, not a new reply
+                return self._drain_over(step, obs, now, waited)
             quiet_since = obs.system_quiet_since_ns
             if spoke and not obs.system_busy:
                 since = max(quiet_since or self.step_start_ns, self.step_start_ns)
@@ -291,6 +311,29 @@ class Director:
                 return True
             return False
         return True
+
+    def _drain_over(self, step: Drain, obs: Observation, now: int, waited: int) -> bool:
+        """Quiet for `quiet_s` (a drain needs quiet, not a new reply), or `quiet_s +
+        wait_first_s` while the system has said nothing since the last Play; the cap."""
+        assert self.step_start_ns is not None
+        spoke = obs.onsets > self.onsets_at_play_end or obs.system_busy
+        quiet_since = obs.system_quiet_since_ns
+        since = max(quiet_since or self.step_start_ns, self.step_start_ns)
+        need_s = step.quiet_s if spoke else step.quiet_s + step.wait_first_s
+        info: dict[str, Any] = {"rule": "quiet", "quiet_s": step.quiet_s}
+        if step.wait_first_s:
+            info |= {"wait_first_s": step.wait_first_s, "spoke": spoke}
+        if not obs.system_busy and now - since >= need_s * NS_PER_S:
+            self._release = info
+            return True
+        if waited >= step.max_s * NS_PER_S:
+            # cut while talking: audio still playing, or a gap shorter than the quiet rule
+            recent = quiet_since is not None and now - quiet_since < step.quiet_s * NS_PER_S
+            talking = obs.system_busy or (spoke and recent)
+            self.censored = self.censored or talking
+            self._release = info | {"timed_out": True, "censored": talking}
+            return True
+        return False
 
     def _end_step(self, step: Step, filled: int, marks: list[Mark]) -> None:
         release = self._release

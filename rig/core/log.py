@@ -11,11 +11,12 @@ Times are shared-clock ns unless the name says `peer` (the server's clock).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rig.core.director import TurnRecord
 from rig.core.listener import Listener
 from rig.core.records import HeardChunk, Probe, RttSample, SendBacklog, ServerMark
+from rig.core.refmarks import PlayedMark
 from rig.core.responses import Onset
 from rig.core.timeline import Timeline
 from rig.core.units import NS_PER_S
@@ -49,12 +50,15 @@ class SessionLog:
     pings_lost: int = 0
     #: (arrival, round trip ns) of probes the server echoed without stamps (no server clock)
     probe_echoes: tuple[tuple[int, int], ...] = ()
+    ref_marks: tuple[PlayedMark, ...] = ()  # scenario reference marks, as played
+    drain_censored: bool = False  # a drain hit its cap while the system was talking
+    talking_at_end: bool = False  # the system was talking at the last frame sent
 
     @classmethod
     def of(cls, uplink: Uplink, listener: Listener, prefill: Prefill | None = None) -> SessionLog:
         """Freeze what a session's uplink and listener saw."""
         cfg = uplink.pacer.config
-        return cls.heard_by(
+        log = cls.heard_by(
             listener,
             t0_ns=uplink.pacer.t0_ns,
             sample_rate=cfg.sample_rate,
@@ -64,6 +68,12 @@ class SessionLog:
             lateness_ns=tuple(uplink.lateness_ns),
             stalls=uplink.pacer.stalls,
             prefill=prefill,
+        )
+        return replace(
+            log,
+            ref_marks=tuple(uplink.played_marks),
+            drain_censored=uplink.director.censored,
+            talking_at_end=uplink.talking_at_end,
         )
 
     @classmethod

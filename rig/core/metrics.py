@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.core.log import SessionLog
+from rig.core.refmarks import marks_metrics
 from rig.core.responses import lateness_summary, match_responses
 from rig.errors import DeadlineError, DeviceError, ProtocolError, RigError, TransportError
 
@@ -82,7 +83,10 @@ def build_metrics(
         "status": outcome.status,
         "reason": outcome.reason,
         "rollout_id": rollout_id,
+        **ITEM_DEFAULTS,
         **(meta or {}),
+        "marks": marks_metrics(log.ref_marks, log.t0_ns),
+        "censored": censored(log, outcome),
         "t0_ns": log.t0_ns,
         "sample_rate": log.sample_rate,
         "system_sample_rate": rate,
@@ -118,9 +122,21 @@ def metrics_without_stream(
         "status": outcome.status,
         "reason": outcome.reason,
         "rollout_id": rollout_id,
+        **ITEM_DEFAULTS,
         **(meta or {}),
+        "marks": [],
+        "censored": False,
         "responses": [],
     }
+
+
+#: what every metrics.json says about its item when the scenario gave nothing
+ITEM_DEFAULTS: dict[str, Any] = {"tags": {}, "reference": None}
+
+
+def censored(log: SessionLog, outcome: Outcome) -> bool:
+    """Was the system cut while still talking: a drain at its cap, or the rollout's cap?"""
+    return log.drain_censored or (outcome.status == "timed_out" and log.talking_at_end)
 
 
 def drift_ms(lateness_ns: tuple[int, ...] | list[int], window: int = 50) -> float | None:

@@ -85,6 +85,14 @@ class Pacer:
             return self.t_fast0_ns + round(seq * self.config.frame_ns / self.speed)
         return self.t0_ns + (seq * self.config.frame_samples * NS_PER_S) // self.config.sample_rate
 
+    def sample_ns(self, sample: int) -> int:
+        """When sample position `sample` is due to go out: inside the fast prefill's frames
+        at `speed` x real time, on the timeline after them (the schedule deadlines follow)."""
+        rate = self.config.sample_rate
+        if sample < self.fast_frames * self.config.frame_samples:
+            return self.t_fast0_ns + round(sample * NS_PER_S / (rate * self.speed))
+        return self.timeline.time_of(sample)
+
     @staticmethod
     def head_start_ns(config: PacerConfig, fast_frames: int, speed: float) -> int:
         """How much earlier than the first deadline the timeline origin t0 lies when

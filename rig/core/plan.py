@@ -78,6 +78,9 @@ def describe_step(step: Any, sample_rate: int) -> dict[str, Any]:
         v = getattr(step, name)
         if isinstance(v, np.ndarray):
             out["duration_s"] = round(len(v) / sample_rate, 6)
+        elif name == "marks":  # reference marks (rig.core.refmarks), listed when there are any
+            if v:
+                out["marks"] = [m.describe(sample_rate) for m in v]
         else:
             out[name] = v
     return out

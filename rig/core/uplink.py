@@ -24,6 +24,7 @@ from rig.core.director import Director, Drain, Mark, Observation, Play, Step, Tu
 from rig.core.events import ControlRequest
 from rig.core.pacer import Pacer
 from rig.core.records import ChunkRecord, EventRecord, Record, UserAudio
+from rig.core.refmarks import PlayedMark, RefMark
 from rig.core.units import NS_PER_S
 
 
@@ -88,6 +89,8 @@ class Uplink:
         self.n = cfg.frame_samples
         self.director = Director(steps, self.rate, self.n, pacer.t0_ns, threshold_dbfs)
         self.send_ns: list[int] = []  # actual send time of frame k
+        self.played_marks: list[PlayedMark] = []  # reference marks, as played
+        self.last_obs: Observation | None = None  # what the listener knew at the last frame
         self.lateness_ns: list[int] = []
         self._barges_seen = 0
 
@@ -104,6 +107,7 @@ class Uplink:
     def next_frame(self, obs: Observation) -> Frame | None:
         """The frame due next, decided from what the listener knows; None: script over."""
         seq = self.pacer.next_seq
+        self.last_obs = obs
         got = self.director.next_frame(obs)
         if got is None:
             return None
@@ -156,8 +160,15 @@ class Uplink:
         for mark in frame.marks:
             if mark.kind == "step.start":
                 continue
-            t_mark = t_sent_ns + mark.offset * NS_PER_S // rate
-            data = {"sample": seq * n + mark.offset, "frame_seq": seq, **mark.data}
+            at = seq * n + mark.offset
+            if seq < self.pacer.fast_frames:  # a fast frame's samples go out at its speed
+                t_mark = t_sent_ns + self.pacer.sample_ns(at) - self.pacer.sample_ns(seq * n)
+            else:
+                t_mark = t_sent_ns + mark.offset * NS_PER_S // rate
+            if mark.kind == "mark":
+                records.append(self._played(mark.data["ref"], at, t_mark, seq))
+                continue
+            data = {"sample": at, "frame_seq": seq, **mark.data}
             records.append(EventRecord(mark.kind, t_mark, data))
         barge_ins = []
         director = self.director
@@ -167,6 +178,32 @@ class Uplink:
             turn = director.turns[-1].index if director.turns else -1
             barge_ins.append((turn, t_sent_ns + (at - seq * n) * NS_PER_S // rate))
         return records, barge_ins
+
+    def _played(self, ref: RefMark, at: int, t_ns: int, seq: int) -> EventRecord:
+        """A reference mark whose first sample (session position `at`) left at `t_ns`; a
+        span's end on the pacer's schedule from there."""
+        end_ns = None
+        if ref.end is not None:
+            end_at = at + ref.end - ref.start
+            end_ns = t_ns + self.pacer.sample_ns(end_at) - self.pacer.sample_ns(at)
+        played = PlayedMark(ref.mark, t_ns, end_ns, ref.label, ref.step, at)
+        self.played_marks.append(played)
+        return played.record(seq)
+
+    @property
+    def talking_at_end(self) -> bool:
+        """Was the system still talking at the last frame (loud audio still queued, or in
+        a gap shorter than the drain's quiet rule)?"""
+        obs = self.last_obs
+        if obs is None or obs.onsets == 0:
+            return False
+        if obs.system_busy:
+            return True
+        d = self.director
+        step = d.steps[d.i] if not d.done else None
+        quiet_s = step.quiet_s if isinstance(step, Drain | WaitQuiet) else 0.0
+        since = obs.system_quiet_since_ns
+        return since is not None and obs.t_ns - since < quiet_s * NS_PER_S
 
     @property
     def user_track_ns(self) -> float:

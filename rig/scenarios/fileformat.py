@@ -13,8 +13,10 @@ rule), optional history (`prefill` audio sent at `prefill_speed`, text `history`
   inject   {role, file, offset_s | after_s, timeout_s, label, barge_in}
            -> WaitOnset(offset_s) + Play(role)   (offset from the reply onset as played)
            -> Pause(after_s) + Play(role)        (after the previous step)
-  drain    {quiet_s, max_s}                      -> Drain
-An item whose last step is not a drain gets one from the defaults. Everything is checked
+  drain    {quiet_s, max_s, wait_first_s}        -> Drain
+Benchmark fields (rig.scenarios.benchitem): turn `start_s`/`end_s`/`channel` (a slice of one
+file) and `marks`; item `tags`, `options`, `reference`, and the prefill's slice, channels
+and marks. An item whose last step is not a drain gets one from the defaults. Everything is checked
 before any audio is decoded, and every problem is a ScenarioError naming the file and the
 field (`items[2].steps[1].offset_s`). Audio paths are relative to the scenario file.
 The item's rules and steps (as data) go into its meta, so the manifest records them.
@@ -38,7 +40,9 @@ from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
 from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.ids import ID
+from rig.scenarios import benchitem
 from rig.scenarios.item import ScenarioItem
+from rig.scenarios.marks import ref_marks
 
 ITEM_KINDS: tuple[str, ...] = (*KINDS, "free")
 INJECT_ROLES = ("interruption", "backchannel")
@@ -50,7 +54,15 @@ MAX_CAP_S = 86_400.0
 MAX_FILE_BYTES = 16 << 20
 
 SUITE_KEYS = {"name", "description"}
-DEFAULT_KEYS = {"pad_before_s", "pad_after_s", "max_s", "drain_quiet_s", "drain_max_s", "rules"}
+DEFAULT_KEYS = {
+    "pad_before_s",
+    "pad_after_s",
+    "max_s",
+    "drain_quiet_s",
+    "drain_max_s",
+    "drain_wait_first_s",
+    "rules",
+}
 ITEM_KEYS = {
     "id",
     "kind",
@@ -64,13 +76,15 @@ ITEM_KEYS = {
     "steps",
     "pad_before_s",
     "pad_after_s",
+    *benchitem.ITEM_FIELDS,
 }
 STEP_KEYS: dict[str, set[str]] = {
-    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"},
+    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"}
+    | benchitem.TURN_FIELDS,
     "pause": {"seconds"},
     "release": {"quiet_s", "timeout_s"},
     "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
-    "drain": {"quiet_s", "max_s"},
+    "drain": {"quiet_s", "max_s", "wait_first_s"},
 }
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "pad_before_s": 0.5,
@@ -78,6 +92,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "max_s": 120.0,
     "drain_quiet_s": 1.5,
     "drain_max_s": 30.0,
+    "drain_wait_first_s": 0.0,
     "rules": {},
 }
 RULE_FIELDS = {f.name for f in fields(TimingParams)} - {"activity"}
@@ -202,7 +217,7 @@ def build_items(
         if s["id"] in seen:
             raise c.fail(f"items[{i}].id", f"duplicate id {s['id']!r}")
         seen.add(s["id"])
-    cache: dict[str, Pcm16] = {}
+    cache: dict[Any, Pcm16] = {}
     return [_build(c, s, sample_rate, scenario or name, cache) for s in specs]
 
 
@@ -212,7 +227,7 @@ def build_items(
 def _defaults(c: _Check, raw: Any) -> dict[str, Any]:
     t = c.table(raw, "defaults", DEFAULT_KEYS)
     d = dict(BUILTIN_DEFAULTS)
-    for key in ("pad_before_s", "pad_after_s", "drain_quiet_s"):
+    for key in ("pad_before_s", "pad_after_s", "drain_quiet_s", "drain_wait_first_s"):
         d[key] = c.number(t, key, "defaults", d[key], pos=False)
     for key in ("max_s", "drain_max_s"):
         d[key] = c.number(t, key, "defaults", d[key], pos=True)
@@ -269,6 +284,7 @@ def _item(
         "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
     }
+    spec |= benchitem.item_fields(c.source, t, where, base_dir, spec["prefill"])
     if spec["prefill_speed"] < 1:
         speed = spec["prefill_speed"]
         raise c.fail(f"{where}.prefill_speed", f"must be >= 1 (x real time), got {speed}")
@@ -278,7 +294,12 @@ def _item(
     steps = [_step(c, s, f"{where}.steps[{i}]", local, base_dir) for i, s in enumerate(steps_raw)]
     if steps[-1]["type"] != "drain":
         steps.append(
-            {"type": "drain", "quiet_s": local["drain_quiet_s"], "max_s": local["drain_max_s"]}
+            {
+                "type": "drain",
+                "quiet_s": local["drain_quiet_s"],
+                "max_s": local["drain_max_s"],
+                "wait_first_s": local["drain_wait_first_s"],
+            }
         )
     spec["steps"] = steps
     return spec
@@ -311,6 +332,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
         s["pad_after_s"] = c.number(t, "pad_after_s", where, local["pad_after_s"], pos=False)
         s["label"] = c.string(t, "label", where, _stem(s["files"][0]))
         s["barge_in"] = c.boolean(t, "barge_in", where, True)
+        s |= benchitem.turn_fields(c.source, t, where, s["files"], s["gap_s"])
     elif kind == "pause":
         s["seconds"] = c.number(t, "seconds", where, pos=True)
     elif kind == "release":
@@ -338,6 +360,9 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     else:  # drain
         s["quiet_s"] = c.number(t, "quiet_s", where, local["drain_quiet_s"], pos=False)
         s["max_s"] = c.number(t, "max_s", where, local["drain_max_s"], pos=True)
+        s["wait_first_s"] = c.number(
+            t, "wait_first_s", where, local["drain_wait_first_s"], pos=False
+        )
     return s
 
 
@@ -348,7 +373,7 @@ def _stem(path: str) -> str:
 # -- building (audio decoded) ----------------------------------------------------------------
 
 
-def _load(c: _Check, path: str, rate: int, cache: dict[str, Pcm16], where: str) -> Pcm16:
+def _load(c: _Check, path: str, rate: int, cache: dict[Any, Pcm16], where: str) -> Pcm16:
     if path not in cache:
         try:
             cache[path] = load_wav(path, rate).pcm
@@ -372,15 +397,16 @@ def _history(c: _Check, t: dict[str, Any], where: str) -> list[dict[str, str]]:
 
 
 def _build(
-    c: _Check, spec: dict[str, Any], rate: int, scenario: str, cache: dict[str, Pcm16]
+    c: _Check, spec: dict[str, Any], rate: int, scenario: str, cache: dict[Any, Pcm16]
 ) -> ScenarioItem:
     steps: list[Step] = []
     sources: list[dict[str, Any]] = []
     where = f"items[{spec['id']}]"
+    own = None
     if spec["prefill"]:
-        pcm = _load(c, spec["prefill"], rate, cache, f"{where}.prefill")
-        steps.append(Play(pcm, "prefill", "prefill", barge_in=False))
-        sources.append({"role": "prefill", "path": spec["prefill"], "samples": len(pcm)})
+        play, own, info = benchitem.prefill_play(c.source, spec, rate, f"{where}.prefill", cache)
+        steps.append(play)
+        sources.append(info)
     for i, s in enumerate(spec["steps"]):
         w = f"{where}.steps[{i}]"
         if s["type"] == "turn":
@@ -389,16 +415,22 @@ def _build(
             for j, f in enumerate(s["files"]):
                 if j:
                     parts.append(gap)
-                parts.append(_load(c, f, rate, cache, w))
+                parts.append(benchitem.slice_pcm(c.source, f, rate, s["slice"], w, cache))
             pcm = np.concatenate(parts)
             if speech_bounds(pcm, rate) is None:
                 raise c.fail(w, "turn audio has no sound above -40 dBFS")
             if s["pad_before_s"] > 0:
                 steps.append(Pause(s["pad_before_s"]))
-            steps.append(Play(pcm, s["label"], "turn", s["barge_in"]))
+            marks = ref_marks(s["marks"], rate, len(pcm), i)
+            steps.append(Play(pcm, s["label"], "turn", s["barge_in"], marks))
             if s["pad_after_s"] > 0:
                 steps.append(Pause(s["pad_after_s"]))
-            sources.append({"role": "turn", "paths": s["files"], "samples": len(pcm)})
+            src: dict[str, Any] = {"role": "turn", "paths": s["files"], "samples": len(pcm)}
+            if s["slice"] is not None and (s["slice"]["start_s"] is not None
+                                           or s["slice"]["end_s"] is not None
+                                           or s["slice"]["channel"] != "mean"):  # fmt: skip
+                src |= {k: s["slice"][k] for k in ("start_s", "end_s", "channel")}
+            sources.append(src)
         elif s["type"] == "pause":
             steps.append(Pause(s["seconds"]))
         elif s["type"] == "release":
@@ -412,7 +444,7 @@ def _build(
             steps.append(Play(pcm, s["label"], s["role"], s["barge_in"]))
             sources.append({"role": s["role"], "path": s["file"], "samples": len(pcm)})
         else:
-            steps.append(Drain(s["quiet_s"], s["max_s"]))
+            steps.append(Drain(s["quiet_s"], s["max_s"], s["wait_first_s"]))
     meta: dict[str, Any] = {
         "scenario": scenario,
         "item": spec["id"],
@@ -428,5 +460,13 @@ def _build(
     if spec["prefill"]:
         meta["prefill_speed"] = spec["prefill_speed"]
         session["prefill_speed"] = spec["prefill_speed"]
+    if spec["tags"]:
+        meta["tags"] = spec["tags"]
+    if spec["reference"]:
+        meta["reference"] = spec["reference"]
+    if spec["options"]:
+        meta["options"] = spec["options"]
+    if spec["prefill_channels"]:
+        meta["prefill_channels"] = spec["prefill_channels"]
     plan = UserPlan(np.zeros(0, np.int16), rate, [], sources, steps=steps)
-    return ScenarioItem(spec["id"], plan, meta, session)
+    return ScenarioItem(spec["id"], plan, meta, session, own_track=own)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.audio.pcm import Pcm16
 from rig.core.plan import UserPlan
 
 
@@ -14,3 +15,6 @@ class ScenarioItem:
     plan: UserPlan
     meta: dict[str, Any] = field(default_factory=dict)
     session: dict[str, Any] = field(default_factory=dict)
+    #: a two-channel prefill's other side: the system's own past track (uplink rate), for a
+    #: dialect that takes it (rig.scenarios.runcheck refuses the rest before anything runs)
+    own_track: Pcm16 | None = None
