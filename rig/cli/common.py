@@ -293,6 +293,13 @@ def build_specs(
                 f"item {item.item_id}: text history goes to a WebSocket dialect that takes "
                 "text (openai, grok, gemini); use prefill audio over other transports"
             )
+    import sys
+
+    from rig.scenarios.runcheck import check_items, item_dialect_options
+
+    base_options = parse_dialect_options(getattr(args, "dialect_opt", None))
+    for line in check_items(items, dialect=dialect, transport=transport, options=base_options):
+        print(f"rig run: warning: {line}", file=sys.stderr)
     if transport == "device":
         return device_specs(items, args)
     if transport not in ("ws", "webrtc"):
@@ -319,11 +326,8 @@ def build_specs(
                     "give the history as prefill audio"
                 ) from exc
     for setting, rid, item, rep in runs:
-        item_options = {
-            **options,
-            **setting,
-            **({"history": item.meta["history"]} if item.meta.get("history") else {}),
-        }
+        item_options = {**options, **item_dialect_options(item), **setting}
+        recorded = {k: v for k, v in item_options.items() if k not in ("history", "own_track")}
         specs.append(
             RolloutSpec(
                 swept_id(rid, setting),
@@ -332,7 +336,12 @@ def build_specs(
                 if transport == "webrtc"
                 else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
-                {**item.meta, "repeat": rep, **sweep_meta(setting)},
+                {
+                    **item.meta,
+                    "repeat": rep,
+                    **sweep_meta(setting),
+                    **({"dialect_options": recorded} if recorded and transport == "ws" else {}),
+                },
                 session_config(args, {**frame, **(item.session or {})}),
             )
         )

@@ -32,6 +32,9 @@ class Dialect(abc.ABC):
     downlink_rate: int
     #: the uplink frame the system prefers (Moshi: 80 ms); None: the session's default
     frame_ms: float | None = None
+    #: the server steps through its input in real time (Moshi): audio sent faster than real
+    #: time (a fast prefill) piles up in its input queue instead of being taken faster
+    steps_in_real_time = False
 
     def headers(self) -> dict[str, str]:
         """Extra HTTP headers for the WebSocket handshake (credentials from the environment)."""

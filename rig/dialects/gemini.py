@@ -31,6 +31,7 @@ from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Dialect, Message
+from rig.dialects.endpointer import check_ms
 from rig.dialects.history import check_history, history_sent
 from rig.dialects.resample import ResampleStream
 from rig.dialects.sendlog import SendLog
@@ -56,6 +57,35 @@ _TOP_LEVEL = {
     "toolCallCancellation": "tool_call_cancellation",
     "sessionResumptionUpdate": "session_resumption",
 }
+#: setup.realtimeInputConfig.activityHandling values (the API's own names)
+ACTIVITY_HANDLING = ("START_OF_ACTIVITY_INTERRUPTS", "NO_INTERRUPTION")
+SENSITIVITY = ("high", "low")
+
+
+def detection_config(
+    silence_ms: object, prefix_ms: object, start: object, end: object
+) -> dict[str, Any]:
+    """`automaticActivityDetection` from the rig's option names (only what was set)."""
+    out: dict[str, Any] = {}
+    for key, name, v in (
+        ("silenceDurationMs", "silence_duration_ms", silence_ms),
+        ("prefixPaddingMs", "prefix_padding_ms", prefix_ms),
+    ):
+        ms = check_ms("gemini", name, v)
+        if ms is not None:
+            out[key] = ms
+    for key, name, v, prefix in (
+        ("startOfSpeechSensitivity", "start_sensitivity", start, "START_SENSITIVITY_"),
+        ("endOfSpeechSensitivity", "end_sensitivity", end, "END_SENSITIVITY_"),
+    ):
+        if v is None:
+            continue
+        if not isinstance(v, str) or v.lower() not in SENSITIVITY:
+            raise ConfigError(f"gemini: {name} must be 'high' or 'low', not {v!r}")
+        out[key] = prefix + v.upper()
+    return out
+
+
 #: realtimeInput markers from a client -> the rig's kinds
 _CLIENT_MARKS = {"activityStart": "turn_start", "activityEnd": "turn_end", "audioStreamEnd": "end"}
 
@@ -88,6 +118,11 @@ class GeminiDialect(Dialect):
         model: str = "models/gemini-live-2.5-flash-preview",
         sample_rate: int = WIRE_IN_RATE,
         activity: str = "auto",
+        silence_duration_ms: int | None = None,
+        prefix_padding_ms: int | None = None,
+        start_sensitivity: str | None = None,
+        end_sensitivity: str | None = None,
+        activity_handling: str | None = None,
         voice: str | None = None,
         instructions: str | None = None,
         history: list[dict[str, str]] | None = None,
@@ -98,6 +133,17 @@ class GeminiDialect(Dialect):
         self.uplink_rate = sample_rate  # the session's rate; resampled to 16 kHz on the wire
         self.downlink_rate = OUT_RATE
         self.activity = activity
+        self.detection = detection_config(
+            silence_duration_ms, prefix_padding_ms, start_sensitivity, end_sensitivity
+        )
+        if self.detection and activity == "manual":
+            raise ConfigError("gemini: endpointer settings need activity='auto' (the server's)")
+        if activity_handling is not None and activity_handling not in ACTIVITY_HANDLING:
+            raise ConfigError(
+                f"gemini: activity_handling must be one of {', '.join(ACTIVITY_HANDLING)}, "
+                f"not {activity_handling!r}"
+            )
+        self.activity_handling = activity_handling
         self.voice = voice
         self.instructions = instructions
         self.history = check_history(history) if history else []
@@ -117,8 +163,15 @@ class GeminiDialect(Dialect):
                 "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.voice}}
             }
         s: dict[str, Any] = {"model": self.model, "generationConfig": gen}
+        ric: dict[str, Any] = {}
         if self.activity == "manual":
-            s["realtimeInputConfig"] = {"automaticActivityDetection": {"disabled": True}}
+            ric["automaticActivityDetection"] = {"disabled": True}
+        elif self.detection:
+            ric["automaticActivityDetection"] = dict(self.detection)
+        if self.activity_handling:
+            ric["activityHandling"] = self.activity_handling
+        if ric:
+            s["realtimeInputConfig"] = ric
         if self.instructions:
             s["systemInstruction"] = {"parts": [{"text": self.instructions}]}
         return {"setup": s}
@@ -254,6 +307,8 @@ class GeminiDialect(Dialect):
             "resampler_delay_ms": round(self.resampler.delay_ms, 3),
             "output_rate": OUT_RATE,
             "activity": self.activity,
+            "activity_detection": self.detection or None,
+            "activity_handling": self.activity_handling,
             "voice": self.voice,
             "credentials_from": "|".join(self.key_env),
             "history_items": len(self.history),

@@ -43,6 +43,7 @@ class MoshiDialect(Dialect):
     name = "moshi"
     default_url = "ws://127.0.0.1:8998/api/chat"
     frame_ms = FRAME_MS  # preferred session frame
+    steps_in_real_time = True  # one model step per 80 ms frame, as the audio plays
 
     def __init__(self, *, bitrate: int = 32_000, serial: int = 0) -> None:
         self.uplink_rate = RATE

@@ -35,12 +35,14 @@ from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Dialect, Message
+from rig.dialects.endpointer import check_ms
 from rig.dialects.history import check_history, history_sent
 from rig.dialects.sendlog import SendLog
 from rig.errors import ConfigError, ProtocolError
 
 RATE = 24_000
 TURN_MODES = ("server_vad", "semantic_vad", "manual")
+EAGERNESS = ("low", "medium", "high", "auto")
 
 #: beta event names -> GA names (only where they differ)
 BETA_TO_GA = {
@@ -80,6 +82,8 @@ class OpenAIDialect(Dialect):
         api: str = "ga",
         turn_detection: str = "server_vad",
         silence_duration_ms: int | None = None,
+        threshold: float | None = None,
+        prefix_padding_ms: int | None = None,
         eagerness: str | None = None,
         voice: str | None = None,
         instructions: str | None = None,
@@ -94,7 +98,17 @@ class OpenAIDialect(Dialect):
         self.downlink_rate = RATE
         self.api = api
         self.turn_detection = turn_detection
-        self.silence_duration_ms = silence_duration_ms
+        self.silence_duration_ms = check_ms(self.name, "silence_duration_ms", silence_duration_ms)
+        self.prefix_padding_ms = check_ms(self.name, "prefix_padding_ms", prefix_padding_ms)
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not 0.0 <= threshold <= 1.0
+        ):
+            raise ConfigError(f"{self.name}: threshold must be a number in [0, 1], got {threshold!r}")
+        self.threshold = threshold
+        if eagerness is not None and eagerness not in EAGERNESS:
+            raise ConfigError(f"{self.name}: eagerness must be one of {', '.join(EAGERNESS)}")
         self.eagerness = eagerness
         self.voice = voice
         self.instructions = instructions
@@ -121,8 +135,10 @@ class OpenAIDialect(Dialect):
         if self.turn_detection == "manual":
             return None
         td: dict[str, Any] = {"type": self.turn_detection}
-        if self.turn_detection == "server_vad" and self.silence_duration_ms is not None:
-            td["silence_duration_ms"] = self.silence_duration_ms
+        if self.turn_detection == "server_vad":
+            for key in ("threshold", "prefix_padding_ms", "silence_duration_ms"):
+                if getattr(self, key) is not None:
+                    td[key] = getattr(self, key)
         if self.turn_detection == "semantic_vad" and self.eagerness is not None:
             td["eagerness"] = self.eagerness
         return td

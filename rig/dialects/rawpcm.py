@@ -1,5 +1,10 @@
 """The rig's own protocol as a dialect, both sides. See rig.protocol.rawpcm.
 
+Two-channel prefill: with `own_track` (the system's own past track, at the uplink rate) each
+uplink frame that covers part of it is followed by an `own_audio` text message carrying the
+same sample range of the own track (`start_sample`, base64 PCM16), so the server gets both
+sides of the history in lockstep.
+
 Client side (`decode_client`, for the recording proxy): the client's `hello` sets the rate
 and framing of the connection (both directions); binary messages are its input audio;
 `probe` and `end` keep their names.
@@ -12,6 +17,7 @@ from typing import Any
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.core.units import NS_PER_MS
+from rig.dialects._wire import pcm_to_b64
 from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
 from rig.limits import remote_rate, remote_ts_ms, remote_ts_ns
@@ -21,9 +27,13 @@ from rig.protocol import rawpcm
 class RawPcmDialect(Dialect):
     name = "rig"
 
-    def __init__(self, sample_rate: int = 16_000, framing: str = "rig1") -> None:
+    def __init__(
+        self, sample_rate: int = 16_000, framing: str = "rig1", own_track: Pcm16 | None = None
+    ) -> None:
         if framing not in ("rig1", "raw"):
             raise ValueError(f"unknown framing {framing!r}")
+        self.own_track = own_track
+        self._up_samples = 0
         self.uplink_rate = sample_rate
         self.downlink_rate = sample_rate
         self.framing = framing
@@ -42,7 +52,15 @@ class RawPcmDialect(Dialect):
         return self._ready
 
     def encode_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int, t_now_ns: int) -> list[Message]:
-        return [rawpcm.encode_audio(pcm, seq, t_now_ns / NS_PER_MS, self.framing)]
+        out: list[Message] = [rawpcm.encode_audio(pcm, seq, t_now_ns / NS_PER_MS, self.framing)]
+        pos = self._up_samples
+        self._up_samples += int(pcm.size)
+        own = self.own_track
+        if own is not None and pos < own.size:
+            part = own[pos : pos + pcm.size]
+            out.append(rawpcm.encode_text("own_audio", seq=seq, start_sample=pos,
+                                          audio=pcm_to_b64(part)))  # fmt: skip
+        return out
 
     def encode_event(self, kind: str, data: dict[str, Any], t_now_ns: int) -> list[Message]:
         if kind == "probe":
@@ -104,6 +122,8 @@ class RawPcmDialect(Dialect):
             "protocol": f"{rawpcm.PROTOCOL}/{rawpcm.VERSION}",
             "framing": self.framing,
             "sample_rate": self.uplink_rate,
+            **({"own_track_samples": int(self.own_track.size)} if self.own_track is not None
+               else {}),  # fmt: skip
         }
 
 

@@ -40,7 +40,14 @@ from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
 from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.ids import ID
-from rig.scenarios import benchitem
+from rig.scenarios.benchitem import (
+    ITEM_FIELDS,
+    TURN_FIELDS,
+    item_fields,
+    prefill_play,
+    slice_pcm,
+    turn_fields,
+)
 from rig.scenarios.item import ScenarioItem
 from rig.scenarios.marks import ref_marks
 
@@ -76,11 +83,11 @@ ITEM_KEYS = {
     "steps",
     "pad_before_s",
     "pad_after_s",
-    *benchitem.ITEM_FIELDS,
+    *ITEM_FIELDS,
 }
 STEP_KEYS: dict[str, set[str]] = {
     "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"}
-    | benchitem.TURN_FIELDS,
+    | TURN_FIELDS,
     "pause": {"seconds"},
     "release": {"quiet_s", "timeout_s"},
     "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
@@ -284,7 +291,7 @@ def _item(
         "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
     }
-    spec |= benchitem.item_fields(c.source, t, where, base_dir, spec["prefill"])
+    spec |= item_fields(c.source, t, where, base_dir, spec["prefill"])
     if spec["prefill_speed"] < 1:
         speed = spec["prefill_speed"]
         raise c.fail(f"{where}.prefill_speed", f"must be >= 1 (x real time), got {speed}")
@@ -332,7 +339,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
         s["pad_after_s"] = c.number(t, "pad_after_s", where, local["pad_after_s"], pos=False)
         s["label"] = c.string(t, "label", where, _stem(s["files"][0]))
         s["barge_in"] = c.boolean(t, "barge_in", where, True)
-        s |= benchitem.turn_fields(c.source, t, where, s["files"], s["gap_s"])
+        s |= turn_fields(c.source, t, where, s["files"], s["gap_s"])
     elif kind == "pause":
         s["seconds"] = c.number(t, "seconds", where, pos=True)
     elif kind == "release":
@@ -404,7 +411,7 @@ def _build(
     where = f"items[{spec['id']}]"
     own = None
     if spec["prefill"]:
-        play, own, info = benchitem.prefill_play(c.source, spec, rate, f"{where}.prefill", cache)
+        play, own, info = prefill_play(c.source, spec, rate, f"{where}.prefill", cache)
         steps.append(play)
         sources.append(info)
     for i, s in enumerate(spec["steps"]):
@@ -415,7 +422,7 @@ def _build(
             for j, f in enumerate(s["files"]):
                 if j:
                     parts.append(gap)
-                parts.append(benchitem.slice_pcm(c.source, f, rate, s["slice"], w, cache))
+                parts.append(slice_pcm(c.source, f, rate, s["slice"], w, cache))
             pcm = np.concatenate(parts)
             if speech_bounds(pcm, rate) is None:
                 raise c.fail(w, "turn audio has no sound above -40 dBFS")

@@ -31,6 +31,7 @@ from websockets.exceptions import ConnectionClosed
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_MS, Clock, MonotonicClock
+from rig.dialects._wire import b64_to_pcm
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
 from rig.sim.engine import SimConfig, SimEngine, Truth
@@ -344,6 +345,12 @@ class _Session:
             self._send_later(self.now(), lambda: reply)
         elif kind == "end":
             self.s.truth.write("client_end", t, conn=self.conn)
+        elif kind == "own_audio":  # a two-channel prefill: the system's own past track
+            own = b64_to_pcm(msg.get("audio"))
+            self.s.truth.write(
+                "own_audio", t, conn=self.conn, seq=msg.get("seq"),
+                start_sample=msg.get("start_sample"), n_samples=int(own.size),
+            )  # fmt: skip
         else:
             self.s.truth.write("unknown_text", t, conn=self.conn, type=kind)
 
