@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "devices": "devices",
     "calibrate": "calibrate",
     "proxy": "proxy",
+    "import": "importer",
 }
 
 

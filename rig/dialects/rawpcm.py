@@ -19,6 +19,7 @@ from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, U
 from rig.core.units import NS_PER_MS
 from rig.dialects._wire import pcm_to_b64
 from rig.dialects.base import Dialect, Message
+from rig.dialects.endpointer import check_ms
 from rig.errors import ProtocolError
 from rig.limits import remote_rate, remote_ts_ms, remote_ts_ns
 from rig.protocol import rawpcm
@@ -28,10 +29,16 @@ class RawPcmDialect(Dialect):
     name = "rig"
 
     def __init__(
-        self, sample_rate: int = 16_000, framing: str = "rig1", own_track: Pcm16 | None = None
+        self,
+        sample_rate: int = 16_000,
+        framing: str = "rig1",
+        own_track: Pcm16 | None = None,
+        silence_duration_ms: int | None = None,
     ) -> None:
         if framing not in ("rig1", "raw"):
             raise ValueError(f"unknown framing {framing!r}")
+        #: the server's endpointer silence, asked for in `hello` (rig sim honours it)
+        self.silence_duration_ms = check_ms("rig", "silence_duration_ms", silence_duration_ms)
         self.own_track = own_track
         self._up_samples = 0
         self.uplink_rate = sample_rate
@@ -45,7 +52,10 @@ class RawPcmDialect(Dialect):
         return {}
 
     def open_messages(self) -> list[Message]:
-        return [rawpcm.hello(self.uplink_rate, self.framing)]
+        extra = {}
+        if self.silence_duration_ms is not None:
+            extra["endpoint_silence_ms"] = self.silence_duration_ms
+        return [rawpcm.hello(self.uplink_rate, self.framing, **extra)]
 
     @property
     def ready(self) -> bool:
@@ -122,6 +132,7 @@ class RawPcmDialect(Dialect):
             "protocol": f"{rawpcm.PROTOCOL}/{rawpcm.VERSION}",
             "framing": self.framing,
             "sample_rate": self.uplink_rate,
+            "silence_duration_ms": self.silence_duration_ms,
             **({"own_track_samples": int(self.own_track.size)} if self.own_track is not None
                else {}),  # fmt: skip
         }

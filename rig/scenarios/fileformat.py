@@ -209,6 +209,14 @@ def load_scenario_file(
 def build_items(
     doc: dict[str, Any], source: str, sample_rate: int, *, scenario: str | None = None
 ) -> list[ScenarioItem]:
+    name, specs = check_document(doc, source)
+    c = _Check(source)
+    cache: dict[Any, Pcm16] = {}
+    return [_build(c, s, sample_rate, scenario or name, cache) for s in specs]
+
+
+def check_document(doc: dict[str, Any], source: str) -> tuple[str, list[dict[str, Any]]]:
+    """Validate a scenario document (no audio decoded): the suite name and item specs."""
     c = _Check(source)
     c.table(doc, "", {"suite", "defaults", "items"})
     suite = c.table(doc.get("suite", {}), "suite", SUITE_KEYS)
@@ -224,8 +232,7 @@ def build_items(
         if s["id"] in seen:
             raise c.fail(f"items[{i}].id", f"duplicate id {s['id']!r}")
         seen.add(s["id"])
-    cache: dict[Any, Pcm16] = {}
-    return [_build(c, s, sample_rate, scenario or name, cache) for s in specs]
+    return name, specs
 
 
 # -- validation (no audio decoded yet) -------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import random
 from collections.abc import Callable
@@ -254,6 +255,14 @@ class _Session:
         self.framing = str(hello.get("framing", "rig1"))
         if self.framing not in ("rig1", "raw"):
             raise ProtocolError(f"unknown framing {self.framing!r}")
+        silence_ms = hello.get("endpoint_silence_ms")  # the client's endpointer setting
+        if silence_ms is not None:
+            if isinstance(silence_ms, bool) or not isinstance(silence_ms, int | float) or not (
+                0 <= silence_ms <= 60_000
+            ):
+                raise ProtocolError(f"endpoint_silence_ms {silence_ms!r}: want 0..60000 ms")
+            cfg = dataclasses.replace(self.s.cfg, endpoint_silence_ms=float(silence_ms))
+            self.engine = SimEngine(cfg, self.s.reply_audio)
         t = self.now()
         self.s.truth.write("conn_open", t, conn=self.conn, hello=hello)
         await self.ws.send(
