@@ -155,6 +155,7 @@ def _group_report(
     seed: int,
     per_item: bool,
     include_invalid: bool = False,
+    cluster: str | None = None,
     **ci: Any,
 ) -> dict[str, Any]:
     keep = set(statuses)
@@ -164,7 +165,7 @@ def _group_report(
     for r in used:
         vals = _latencies(r.metrics)
         lat += vals
-        clusters += [_label(r.metrics, "item")] * len(vals)
+        clusters += [_cluster(r, cluster)] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
     valid = [v for r in rows if isinstance(v := r.metrics.get("timing_valid"), bool)]
     yielded, bc = _event_rates(used)
@@ -191,6 +192,8 @@ def _group_report(
         "n": len(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
         "timing_invalid": sum(timing_invalid(r) for r in rows),
+        # cut by a drain's cap or the rollout's while the system was still talking
+        "censored": sum(r.metrics.get("censored") is True for r in rows),
         "latency_ms": latency,
         "n_items": len(set(_label(r.metrics, "item") for r in rows)),
         "pass": rate(sum(verdicts), len(verdicts), level),
@@ -204,6 +207,16 @@ def _group_report(
             "rate": (sum(valid) / len(valid)) if valid else None,
         },
     }
+
+
+def _cluster(r: RolloutMetrics, tag: str | None) -> str:
+    """What the bootstrap resamples: the item, or the value of a tag (`--cluster TAG`;
+    a rollout without that tag is a cluster of its own)."""
+    if tag is None:
+        return _label(r.metrics, "item")
+    tags = r.metrics.get("tags")
+    v = tags.get(tag) if isinstance(tags, dict) else None
+    return str(v) if v is not None else f"(none)#{r.rollout_id}"
 
 
 def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool]]:
@@ -235,15 +248,17 @@ def aggregate(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     include_invalid_timing: bool = False,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
-    """JSON-able report of a run directory. `seed` defaults to the manifest's seed (or 0)."""
+    """JSON-able report of a run directory. `seed` defaults to the manifest's seed (or 0).
+    `cluster`: a tag whose values the scenario-level bootstraps resample (default: items)."""
     data = run if isinstance(run, RunData) else load_run(run)
     manifest = data.manifest or {}
     if seed is None:
         m_seed = manifest.get("seed")
         seed = m_seed if isinstance(m_seed, int) else 0
     statuses = tuple(statuses)
-    ci: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples}
+    ci: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples, "cluster": cluster}
     inv = include_invalid_timing
     by_scenario: dict[str, list[RolloutMetrics]] = {}
     by_item: dict[tuple[str, str], list[RolloutMetrics]] = {}
@@ -274,6 +289,7 @@ def aggregate(
         "retries": {r.rollout_id: r.retries for r in data.rollouts if r.retries},
         "timing_invalid": sorted(r.rollout_id for r in data.rollouts if timing_invalid(r)),
         "timing_invalid_excluded": not inv,
+        "cluster": cluster or "item",
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts

@@ -5,7 +5,9 @@
 returns `RunTables`: pandas DataFrames when pandas is installed (the `analysis` extra),
 plain lists of dicts otherwise. Columns are plain scalars (nested values flattened with
 dots, lists as JSON text), so a table goes to CSV and back without post-processing.
-Fields other issues add (timing_valid, RTT, the network split) appear when a run has them.
+Fields other issues add (timing_valid, RTT, the network split) appear when a run has them;
+an item's tags are `tag.NAME` columns of the rollouts and responses tables, and the
+reference marks are `kind == "mark"` rows of the events table.
 """
 
 from __future__ import annotations
@@ -130,8 +132,19 @@ def rollout_row(r: RolloutMetrics) -> Row:
         "rtt_p50_ms": _get(m, "clock_fit", "rtt", "rtt_p50_ms"),
         "rule": _get(m, "timing", "rule"),
         "t0_ns": _get(m, "t0_ns"),
+        "censored": _get(m, "censored"),
+        "n_marks": len(m["marks"]) if isinstance(m.get("marks"), list) else None,
+        **tag_columns(m),
     }
     return row
+
+
+def tag_columns(m: dict[str, Any]) -> Row:
+    """An item's tags as `tag.NAME` columns (what `rig report --by NAME` groups by)."""
+    tags = m.get("tags")
+    if not isinstance(tags, dict):
+        return {}
+    return {f"tag.{k}": v if isinstance(v, str) else _scalar(v) for k, v in sorted(tags.items())}
 
 
 def response_rows(r: RolloutMetrics) -> list[Row]:
@@ -147,6 +160,7 @@ def response_rows(r: RolloutMetrics) -> list[Row]:
             "repeat": _get(m, "repeat"),
             "rollout_status": r.status,
             "timing_valid": _get(m, "timing_valid"),
+            **tag_columns(m),
         }
         flat = flatten(resp)
         row.update({k: flat.get(k) for k in RESPONSE_COLUMNS if k not in row})

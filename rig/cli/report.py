@@ -89,6 +89,18 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--no-rollouts", action="store_true", help="skip the per-rollout table")
     p.add_argument(
+        "--by",
+        action="append",
+        metavar="TAG",
+        help="also every table per value of this item tag (repeatable: nested), e.g. "
+        "--by conversation; rollouts without it are grouped as (none)",
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="TAG",
+        help="the bootstrap resamples this tag's values (e.g. conversations) instead of items",
+    )
+    p.add_argument(
         "--repair-wav",
         action="store_true",
         help="rewrite WAV headers a crash left behind their data (only for a run that is "
@@ -120,12 +132,18 @@ def run(args: argparse.Namespace) -> int:
         changes = verdict_changes(stored, data)
         new = {r.rollout_id: r.metrics for r in data.rollouts}
         rollouts = [{**m, **new.get(str(m.get("rollout_id")), {})} for m in rollouts]
-    report = aggregate(
-        data,
+    from rig.analysis.groups import add_groups, check_tag_names, render_groups
+
+    by = check_tag_names(args.by or [], "--by")
+    cluster = check_tag_names([args.cluster], "--cluster")[0] if args.cluster else None
+    opts: dict[str, Any] = dict(
         statuses=tuple(args.status or ("ok",)),
         confidence=args.confidence,
         include_invalid_timing=bool(args.include_invalid_timing),
+        cluster=cluster,
     )
+    report = aggregate(data, **opts)
+    add_groups(report, data, by, **opts)
     if args.rules:
         report["rescored"] = {"rules": overrides, "verdict_changes": changes}
     results = check_gates(report, gates)
@@ -146,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rollouts:
         print_table(console, summary_table(rollouts))
     print_table(console, render_table(report))
+    for table in render_groups(report):
+        print_table(console, table)
     decomposition = render_decomposition(report)
     if decomposition is not None:
         console.print(decomposition)
@@ -158,6 +178,13 @@ def run(args: argparse.Namespace) -> int:
             f"aggregates: {', '.join(report['timing_invalid'][:10])}" + (" ..." if n > 10 else ""),
             markup=False,
             style="bold red",
+        )
+    censored = report["overall"].get("censored")
+    if censored:
+        console.print(
+            f"{censored} rollout(s) censored: a drain's cap or the rollout's cut the system "
+            "while it was still talking (metrics.json `censored`)",
+            markup=False,
         )
     for table in (rtt_table(rollouts), split_table(rollouts)):
         if table is not None:

@@ -190,6 +190,12 @@ def _rollout_section(m: dict[str, Any], rollout_dir: Path, mode: str, html_dir: 
     rule = _obj(m.get("timing")).get("rule")
     if rule:
         out.append(f"<p>{escape(str(rule))}</p>")
+    tags = _obj(m.get("tags"))
+    if tags or m.get("censored"):
+        bits = [f"{escape(str(k))}={escape(str(v))}" for k, v in sorted(tags.items())]
+        if m.get("censored"):
+            bits.append("<b>censored</b> (cut while the system was talking)")
+        out.append(f'<p class="tags">tags: {" · ".join(bits)}</p>')
     try:
         view = load_rollout(rollout_dir)
         out.append(_timeline(view, rollout_dir))

@@ -75,6 +75,13 @@ def build_junit(
                 time=f"{dur:.3f}",
             )
             counts["tests"] += 1
+            tags = m.get("tags") if isinstance(m.get("tags"), dict) else {}
+            if tags or m.get("censored"):
+                props = ET.SubElement(case, "properties")
+                for k, tv in sorted(tags.items()):
+                    ET.SubElement(props, "property", name=_text(f"tag.{k}"), value=_text(tv))
+                if m.get("censored"):
+                    ET.SubElement(props, "property", name="censored", value="true")
             v = _verdict(m)
             if v is not None:
                 tag, kind, message = v
@@ -90,6 +97,7 @@ def build_junit(
             out.text = _text(
                 f"status={m.get('status')} latency_ms={lat} pass={m.get('pass')} "
                 f"timing_valid={m.get('timing_valid')}"
+                + "".join(f" tag.{k}={tv}" for k, tv in sorted(tags.items()))
             )
         suite.set("tests", str(counts["tests"]))
         suite.set("failures", str(counts["failures"]))
