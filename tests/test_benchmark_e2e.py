@@ -140,3 +140,32 @@ def test_wait_first_waits_for_a_silent_system_and_a_cut_reply_is_censored(tmp_pa
 
     tables = riglib.load_run(tmp_path / "o2" / "run", frames=False)
     assert tables.rollouts[0]["censored"] is True
+
+
+@pytest.mark.realtime
+def test_a_two_channel_prefill_sends_the_own_track_in_lockstep(tmp_path) -> None:
+    p = tmp_path / "two.toml"
+    p.write_text(
+        f"[[items]]\nid = 'h'\nprefill = '{CORPUS / 'c1.flac'}'\nprefill_channels = ['user', "
+        "'own']\nprefill_start_s = 5.0\nprefill_end_s = 7.0\nprefill_speed = 4\n"
+        f"steps = [{{type = 'turn', file = '{CORPUS / 'c1.flac'}', channel = 0, start_s = 7.1878,"
+        " end_s = 9.4096}, {type = 'drain', quiet_s = 0.5}]\n"
+    )
+    truth_path = tmp_path / "truth.jsonl"
+    sim, url = start_sim("--truth-log", str(truth_path), "--latency-ms", "200")
+    try:
+        r = rig("run", str(p), "--target", url, "--out", str(tmp_path / "o"), "--run-id", "run",
+                "--headless")  # fmt: skip
+    finally:
+        stop_sim(sim)
+    assert_run_ok(r.returncode, r.stderr, tmp_path / "o" / "run")
+    truth = read_truth(str(truth_path))
+    own = [t for t in truth if t["event"] == "own_audio"]
+    # 2 s of the system's own side (channel 1), in the frames that carried the user's side
+    assert sum(t["n_samples"] for t in own) == 2 * RATE
+    assert [t["start_sample"] for t in own] == [k * 320 for k in range(len(own))]
+    recv = [t for t in truth if t["event"] == "recv_chunk"]
+    assert [t["seq"] for t in own] == [t["seq"] for t in recv[: len(own)]]
+    r = rig("run", str(p), "--target", url, "--dialect", "openai", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "cannot take the system's own past track" in r.stderr
+    assert not (tmp_path / "x").exists()
