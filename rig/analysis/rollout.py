@@ -21,7 +21,7 @@ from rig.core.units import NS_PER_S
 from rig.errors import AudioInputError
 from rig.limits import MAX_CHANNELS
 
-MARK_KINDS = ("turn.start", "turn.end", "inject")
+MARK_KINDS = ("turn.start", "turn.end", "inject", "mark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +167,8 @@ def load_rollout(path: str | Path) -> RolloutView:
 
 
 def marks_from_events(events: list[dict[str, Any]], t0_ns: int) -> list[Mark]:
-    """`turn.start`, `turn.end` and `inject` events as labelled marks."""
+    """`turn.start`, `turn.end`, `inject` and reference `mark` events as labelled marks (a
+    reference mark's kind is `ref.<mark>`: ref.eot, ref.pause, ...)."""
     marks: list[Mark] = []
     n_turn = 0
     for ev in events:
@@ -175,7 +176,13 @@ def marks_from_events(events: list[dict[str, Any]], t0_ns: int) -> list[Mark]:
         if kind not in MARK_KINDS or not isinstance(t_ns, int):
             continue
         t_s = (t_ns - t0_ns) / NS_PER_S
-        if kind == "turn.start":
+        if kind == "mark":
+            end_ns = ev.get("end_ns")
+            end_s = (end_ns - t0_ns) / NS_PER_S if isinstance(end_ns, int) else None
+            name = str(ev.get("mark"))
+            label = f"{name}: {ev['label']}" if ev.get("label") else name
+            marks.append(Mark(f"ref.{name}", t_s, label, end_s))
+        elif kind == "turn.start":
             marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} start"))
         elif kind == "turn.end":
             marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} end"))

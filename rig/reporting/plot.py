@@ -27,6 +27,14 @@ MARK_STYLE: dict[str, dict[str, Any]] = {
     "turn.end": {"color": "#2ca02c", "linestyle": "--", "linewidth": 1.2},
     "inject": {"color": "#9467bd", "linestyle": ":", "linewidth": 1.8},
 }
+#: the scenario's reference marks (rig.core.refmarks), drawn as `ref.<kind>`
+REF_COLOR = "#8c564b"
+MARK_STYLE |= {
+    f"ref.{k}": {"color": c, "linestyle": "-.", "linewidth": 1.3}
+    for k, c in (("eot", REF_COLOR), ("turn_end", REF_COLOR), ("int", "#e377c2"),
+                 ("anchor", "#17becf"), ("pause", "#bcbd22"), ("negative", "#d62728"),
+                 ("exclude", "#7f7f7f"), ("region", "#1f77b4"))
+}  # fmt: skip
 
 
 def activity_of(
@@ -164,6 +172,11 @@ def render_png(
         Line2D([], [], label="turn start", **MARK_STYLE["turn.start"]),
         Line2D([], [], label="turn end", **MARK_STYLE["turn.end"]),
         Line2D([], [], label="injection", **MARK_STYLE["inject"]),
+        *(
+            [Line2D([], [], label="reference mark", **MARK_STYLE["ref.eot"])]
+            if any(m.kind.startswith("ref.") for m in view.marks)
+            else []
+        ),
         Line2D([], [], color="black", marker=">", label="response latency"),
         Line2D([], [], color=DETECT_COLOR, lw=3, label="endpointing (detect)"),
     ]
