@@ -26,8 +26,9 @@ SAMPLE_NS = 1e9 / RATE
 
 
 def rig(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "rig", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _lines(path: Path) -> list[dict]:
@@ -42,8 +43,21 @@ def test_imported_corpus_runs_against_sim_with_marks_tags_and_settings(tmp_path:
     truth_path = tmp_path / "truth.jsonl"
     sim, url = start_sim("--truth-log", str(truth_path), "--latency-ms", "200")
     try:
-        r = rig("run", str(suite), "--target", url, "--dialect", "rig", "--concurrency", "4",
-                "--out", str(tmp_path / "out"), "--run-id", "run", "--headless")  # fmt: skip
+        r = rig(
+            "run",
+            str(suite),
+            "--target",
+            url,
+            "--dialect",
+            "rig",
+            "--concurrency",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+            "--run-id",
+            "run",
+            "--headless",
+        )
     finally:
         stop_sim(sim)
     run = tmp_path / "out" / "run"
@@ -61,8 +75,9 @@ def test_imported_corpus_runs_against_sim_with_marks_tags_and_settings(tmp_path:
         assert manifest["rollouts"][p["id"]]["meta"]["tags"] == p["tags"]
         ups = {c["seq"]: c for c in _lines(d / "chunks.jsonl") if c["dir"] == "up"}
         marks = [e for e in _lines(d / "events.jsonl") if e["kind"] == "mark"]
-        assert [e["mark"] for e in marks] == [x["kind"] for x in sorted(
-            p["marks"], key=lambda x: x.get("t_s", x.get("start_s")))]  # fmt: skip
+        assert [e["mark"] for e in marks] == [
+            x["kind"] for x in sorted(p["marks"], key=lambda x: x.get("t_s", x.get("start_s")))
+        ]
         user, _ = read_wav(str(d / "user.wav"))
         src, _ = sf.read(CORPUS / p["audio"], dtype="int16")
         first = round(p["start_s"] * RATE)
@@ -112,8 +127,17 @@ def test_wait_first_waits_for_a_silent_system_and_a_cut_reply_is_censored(tmp_pa
     sim, url = start_sim("--policy", "never")
     try:
         drain = "{type = 'drain', quiet_s = 0.5, wait_first_s = 1.5, max_s = 6}"
-        r = rig("run", str(_drain_suite(tmp_path, drain)), "--target", url, "--out",
-                str(tmp_path / "o1"), "--run-id", "run", "--headless")  # fmt: skip
+        r = rig(
+            "run",
+            str(_drain_suite(tmp_path, drain)),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o1"),
+            "--run-id",
+            "run",
+            "--headless",
+        )
     finally:
         stop_sim(sim)
     d = tmp_path / "o1" / "run" / "rollouts" / "d"
@@ -127,8 +151,17 @@ def test_wait_first_waits_for_a_silent_system_and_a_cut_reply_is_censored(tmp_pa
     sim, url = start_sim("--reply-s", "6", "--latency-ms", "200")
     try:
         drain = "{type = 'drain', quiet_s = 0.5, wait_first_s = 1.5, max_s = 2}"
-        r = rig("run", str(_drain_suite(tmp_path, drain)), "--target", url, "--out",
-                str(tmp_path / "o2"), "--run-id", "run", "--headless")  # fmt: skip
+        r = rig(
+            "run",
+            str(_drain_suite(tmp_path, drain)),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o2"),
+            "--run-id",
+            "run",
+            "--headless",
+        )
     finally:
         stop_sim(sim)
     assert_run_ok(r.returncode, r.stderr, tmp_path / "o2" / "run")
@@ -154,8 +187,17 @@ def test_a_two_channel_prefill_sends_the_own_track_in_lockstep(tmp_path) -> None
     truth_path = tmp_path / "truth.jsonl"
     sim, url = start_sim("--truth-log", str(truth_path), "--latency-ms", "200")
     try:
-        r = rig("run", str(p), "--target", url, "--out", str(tmp_path / "o"), "--run-id", "run",
-                "--headless")  # fmt: skip
+        r = rig(
+            "run",
+            str(p),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o"),
+            "--run-id",
+            "run",
+            "--headless",
+        )
     finally:
         stop_sim(sim)
     assert_run_ok(r.returncode, r.stderr, tmp_path / "o" / "run")

@@ -47,8 +47,9 @@ async def _run(tmp_path, system, plan, cfg, rid="r", meta=None):
 
 def _imported(tmp_path: Path):
     out = tmp_path / "suite.toml"
-    doc = suite_document(read_points(str(CORPUS / "points.csv")), str(CORPUS / "points.csv"),
-                         str(out))  # fmt: skip
+    doc = suite_document(
+        read_points(str(CORPUS / "points.csv")), str(CORPUS / "points.csv"), str(out)
+    )
     out.write_text(to_toml(doc))
     return load_scenario_file(str(out), RATE), doc
 
@@ -136,8 +137,9 @@ async def test_marks_in_a_fast_prefill_land_at_its_speed(tmp_path) -> None:
     assert (pause["step"], eot["step"], live["step"]) == (-1, -1, 0)
     t_first = dict(system.sent)[0]  # the history goes out at 4x from the first frame on
     assert pause["t_ns"] == pytest.approx(t_first + 2.1945 * 1e9 / 4, abs=SAMPLE_NS)
-    assert pause["end_ns"] - pause["t_ns"] == pytest.approx((3.7426 - 2.1945) * 1e9 / 4,
-                                                            abs=SAMPLE_NS)  # fmt: skip
+    assert pause["end_ns"] - pause["t_ns"] == pytest.approx(
+        (3.7426 - 2.1945) * 1e9 / 4, abs=SAMPLE_NS
+    )
     # the live part is on the real-time timeline, after the history as if played in real time
     live_sample = item.plan.steps[0].pcm.size + round(0.5 * RATE) + round(2.2218 * RATE)
     assert live["sample"] == live_sample
@@ -178,8 +180,9 @@ async def test_a_drain_that_heard_a_reply_ends_on_quiet_not_on_wait_first(tmp_pa
     clock = FakeClock(0)
     sim = SimConfig(latency_ms=200, endpoint_silence_ms=300, reply_s=1.0)
     system = MemorySystem(clock, sim)
-    m, d = await _run(tmp_path, system, _drain_plan(Drain(1.0, 20.0, 8.0)), SessionConfig(
-        start_lead_ms=0))  # fmt: skip
+    m, d = await _run(
+        tmp_path, system, _drain_plan(Drain(1.0, 20.0, 8.0)), SessionConfig(start_lead_ms=0)
+    )
     end, after_s = _drain_end(d)
     assert end["spoke"] is True
     # reply starts ~0.5 s after the turn end, lasts 1 s, then 1 s of quiet: not 9 s
@@ -189,8 +192,9 @@ async def test_a_drain_that_heard_a_reply_ends_on_quiet_not_on_wait_first(tmp_pa
 async def test_a_drain_cut_at_its_cap_while_the_system_talks_is_censored(tmp_path) -> None:
     clock = FakeClock(0)
     system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300, reply_s=8.0))
-    m, d = await _run(tmp_path, system, _drain_plan(Drain(1.0, 3.0, 2.0)), SessionConfig(
-        start_lead_ms=0))  # fmt: skip
+    m, d = await _run(
+        tmp_path, system, _drain_plan(Drain(1.0, 3.0, 2.0)), SessionConfig(start_lead_ms=0)
+    )
     end, _ = _drain_end(d)
     assert end["timed_out"] is True and end["censored"] is True
     assert m["status"] == "ok" and m["censored"] is True
@@ -199,10 +203,16 @@ async def test_a_drain_cut_at_its_cap_while_the_system_talks_is_censored(tmp_pat
 async def test_the_rollout_cap_while_the_system_talks_is_censored(tmp_path) -> None:
     clock = FakeClock(0)
     system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300, reply_s=8.0))
-    m, _ = await _run(tmp_path, system, _drain_plan(Drain(1.0, 30.0)), SessionConfig(
-        start_lead_ms=0, max_s=4.0))  # fmt: skip
+    m, _ = await _run(
+        tmp_path, system, _drain_plan(Drain(1.0, 30.0)), SessionConfig(start_lead_ms=0, max_s=4.0)
+    )
     assert m["status"] == "timed_out" and m["censored"] is True
     quiet = MemorySystem(FakeClock(0), SimConfig(policy="never"))
-    m2, _ = await _run(tmp_path, quiet, _drain_plan(Drain(30.0, 60.0)), SessionConfig(
-        start_lead_ms=0, max_s=4.0), "q")  # fmt: skip
+    m2, _ = await _run(
+        tmp_path,
+        quiet,
+        _drain_plan(Drain(30.0, 60.0)),
+        SessionConfig(start_lead_ms=0, max_s=4.0),
+        "q",
+    )
     assert m2["status"] == "timed_out" and m2["censored"] is False

@@ -99,33 +99,53 @@ def points(name: str, placed: list[tuple[str, int, np.ndarray, list[tuple[int, i
     # span (taking the floor there is wrong) and the turn's end is the gold end of turn
     start, end = a1 - lead, a1 + sp1[-1][1]
     pause = (a1 + sp1[0][1] - start, a1 + sp1[1][0] - start)
-    rows.append({
-        "id": f"{name}-pause", "audio": f"{name}.flac", "channel": 0, "kind": "pause",
-        "start_s": s(start), "end_s": s(end),
-        "marks": [
-            {"kind": "pause", "start_s": s(pause[0]), "end_s": s(pause[1])},
-            {"kind": "negative", "start_s": s(pause[0]), "end_s": s(pause[1])},
-            {"kind": "anchor", "t_s": s(pause[1]), "label": "resume"},
-            {"kind": "eot", "t_s": s(end - start)},
-        ],
-        "tags": {"conversation": name, "speaker": "A", "type": "pause", "intent": "hold"},
-        "options": {"silence_duration_ms": 300},
-        "drain_quiet_s": 1.0, "drain_wait_first_s": 2.0, "drain_max_s": 8.0,
-    })  # fmt: skip
+    rows.append(
+        {
+            "id": f"{name}-pause",
+            "audio": f"{name}.flac",
+            "channel": 0,
+            "kind": "pause",
+            "start_s": s(start),
+            "end_s": s(end),
+            "marks": [
+                {"kind": "pause", "start_s": s(pause[0]), "end_s": s(pause[1])},
+                {"kind": "negative", "start_s": s(pause[0]), "end_s": s(pause[1])},
+                {"kind": "anchor", "t_s": s(pause[1]), "label": "resume"},
+                {"kind": "eot", "t_s": s(end - start)},
+            ],
+            "tags": {"conversation": name, "speaker": "A", "type": "pause", "intent": "hold"},
+            "options": {"silence_duration_ms": 300},
+            "drain_quiet_s": 1.0,
+            "drain_wait_first_s": 2.0,
+            "drain_max_s": 8.0,
+        }
+    )
     # turn-end point: A's question; B's reply (channel 1) is the reference
     start, end = a2 - lead, a2 + sp2[-1][1]
-    rows.append({
-        "id": f"{name}-turn", "audio": f"{name}.flac", "channel": 0, "kind": "turn_taking",
-        "start_s": s(start), "end_s": s(end),
-        "marks": [{"kind": "eot", "t_s": s(end - start)},
-                  {"kind": "region", "start_s": s(sp2[0][0] + lead), "end_s": s(end - start)}],
-        "tags": {"conversation": name, "speaker": "A", "type": "turn_end", "intent": "ans"},
-        "options": {"silence_duration_ms": 500},
-        "reference_text": CONVERSATIONS[name][3][1],
-        "reference_file": f"{name}.flac", "reference_channel": 1,
-        "reference_start_s": s(b2 + spb2[0][0]), "reference_end_s": s(b2 + spb2[-1][1]),
-        "drain_quiet_s": 1.0, "drain_wait_first_s": 2.0, "drain_max_s": 8.0,
-    })  # fmt: skip
+    rows.append(
+        {
+            "id": f"{name}-turn",
+            "audio": f"{name}.flac",
+            "channel": 0,
+            "kind": "turn_taking",
+            "start_s": s(start),
+            "end_s": s(end),
+            "marks": [
+                {"kind": "eot", "t_s": s(end - start)},
+                {"kind": "region", "start_s": s(sp2[0][0] + lead), "end_s": s(end - start)},
+            ],
+            "tags": {"conversation": name, "speaker": "A", "type": "turn_end", "intent": "ans"},
+            "options": {"silence_duration_ms": 500},
+            "reference_text": CONVERSATIONS[name][3][1],
+            "reference_file": f"{name}.flac",
+            "reference_channel": 1,
+            "reference_start_s": s(b2 + spb2[0][0]),
+            "reference_end_s": s(b2 + spb2[-1][1]),
+            "drain_quiet_s": 1.0,
+            "drain_wait_first_s": 2.0,
+            "drain_max_s": 8.0,
+        }
+    )
     return rows
 
 
@@ -134,10 +154,28 @@ def main() -> None:
     with open(HERE / "points.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    cols = ["id", "audio", "channel", "start_s", "end_s", "kind", "marks", "tag.conversation",
-            "tag.speaker", "tag.type", "tag.intent", "opt.silence_duration_ms", "reference_text",
-            "reference_file", "reference_channel", "reference_start_s", "reference_end_s",
-            "drain_quiet_s", "drain_wait_first_s", "drain_max_s"]  # fmt: skip
+    cols = [
+        "id",
+        "audio",
+        "channel",
+        "start_s",
+        "end_s",
+        "kind",
+        "marks",
+        "tag.conversation",
+        "tag.speaker",
+        "tag.type",
+        "tag.intent",
+        "opt.silence_duration_ms",
+        "reference_text",
+        "reference_file",
+        "reference_channel",
+        "reference_start_s",
+        "reference_end_s",
+        "drain_quiet_s",
+        "drain_wait_first_s",
+        "drain_max_s",
+    ]
     with open(HERE / "points.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()

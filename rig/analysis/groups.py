@@ -89,9 +89,13 @@ def tag_bootstrap(
     """Percentile-bootstrap CI of `stat` (median by default) resampling whole clusters."""
     kw: dict[str, Any] = {} if stat is None else {"stat": stat}
     return bootstrap_ci(
-        values, clusters=clusters, confidence=confidence, n_resamples=n_resamples, seed=seed,
+        values,
+        clusters=clusters,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
         **kw,
-    )  # fmt: skip
+    )
 
 
 def grouped_reports(data: RunData, by: Sequence[str], **kw: Any) -> list[dict[str, Any]]:

@@ -160,9 +160,7 @@ def load_wav(
 ) -> ArraySource:
     """Decode, pick a channel or downmix (mean), and resample (streaming soxr) a file, or a
     slice of it (`start_s`..`end_s`, read after a seek: never the whole file), to mono int16."""
-    return load_channels(
-        path, sample_rate, [channel], quality, start_s=start_s, end_s=end_s
-    )[0]
+    return load_channels(path, sample_rate, [channel], quality, start_s=start_s, end_s=end_s)[0]
 
 
 def load_channels(
@@ -188,8 +186,9 @@ def load_channels(
     def resampler() -> Any:
         if info.sample_rate == sample_rate:
             return None
-        return soxr.ResampleStream(info.sample_rate, sample_rate, 1, dtype="float32",
-                                   quality=quality)  # fmt: skip
+        return soxr.ResampleStream(
+            info.sample_rate, sample_rate, 1, dtype="float32", quality=quality
+        )
 
     streams = [resampler() for _ in channels]
     parts: list[list[np.ndarray[Any, np.dtype[np.float32]]]] = [[] for _ in channels]

@@ -105,7 +105,9 @@ class OpenAIDialect(Dialect):
             or not isinstance(threshold, int | float)
             or not 0.0 <= threshold <= 1.0
         ):
-            raise ConfigError(f"{self.name}: threshold must be a number in [0, 1], got {threshold!r}")
+            raise ConfigError(
+                f"{self.name}: threshold must be a number in [0, 1], got {threshold!r}"
+            )
         self.threshold = threshold
         if eagerness is not None and eagerness not in EAGERNESS:
             raise ConfigError(f"{self.name}: eagerness must be one of {', '.join(EAGERNESS)}")

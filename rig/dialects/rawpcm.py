@@ -68,8 +68,9 @@ class RawPcmDialect(Dialect):
         own = self.own_track
         if own is not None and pos < own.size:
             part = own[pos : pos + pcm.size]
-            out.append(rawpcm.encode_text("own_audio", seq=seq, start_sample=pos,
-                                          audio=pcm_to_b64(part)))  # fmt: skip
+            out.append(
+                rawpcm.encode_text("own_audio", seq=seq, start_sample=pos, audio=pcm_to_b64(part))
+            )
         return out
 
     def encode_event(self, kind: str, data: dict[str, Any], t_now_ns: int) -> list[Message]:
@@ -133,8 +134,11 @@ class RawPcmDialect(Dialect):
             "framing": self.framing,
             "sample_rate": self.uplink_rate,
             "silence_duration_ms": self.silence_duration_ms,
-            **({"own_track_samples": int(self.own_track.size)} if self.own_track is not None
-               else {}),  # fmt: skip
+            **(
+                {"own_track_samples": int(self.own_track.size)}
+                if self.own_track is not None
+                else {}
+            ),
         }
 
 

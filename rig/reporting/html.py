@@ -24,8 +24,14 @@ from rig.analysis.tables import timing_reason
 from rig.errors import RigError
 from rig.reporting.svg import SPLIT_COLORS, cdf_svg, split_bar_svg, timeline_svg
 
-MARK_COLORS = {"turn.start": "#2ca02c", "turn.end": "#2ca02c", "inject": "#9467bd",
-               "ref.eot": "#8c564b", "ref.pause": "#bcbd22", "ref.negative": "#d62728"}  # fmt: skip
+MARK_COLORS = {
+    "turn.start": "#2ca02c",
+    "turn.end": "#2ca02c",
+    "inject": "#9467bd",
+    "ref.eot": "#8c564b",
+    "ref.pause": "#bcbd22",
+    "ref.negative": "#d62728",
+}
 AUDIO_MODES = ("embed", "link", "none")
 
 CSS = """

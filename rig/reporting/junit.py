@@ -75,7 +75,8 @@ def build_junit(
                 time=f"{dur:.3f}",
             )
             counts["tests"] += 1
-            tags = m.get("tags") if isinstance(m.get("tags"), dict) else {}
+            raw_tags = m.get("tags")
+            tags: dict[str, Any] = raw_tags if isinstance(raw_tags, dict) else {}
             if tags or m.get("censored"):
                 props = ET.SubElement(case, "properties")
                 for k, tv in sorted(tags.items()):

@@ -31,10 +31,17 @@ MARK_STYLE: dict[str, dict[str, Any]] = {
 REF_COLOR = "#8c564b"
 MARK_STYLE |= {
     f"ref.{k}": {"color": c, "linestyle": "-.", "linewidth": 1.3}
-    for k, c in (("eot", REF_COLOR), ("turn_end", REF_COLOR), ("int", "#e377c2"),
-                 ("anchor", "#17becf"), ("pause", "#bcbd22"), ("negative", "#d62728"),
-                 ("exclude", "#7f7f7f"), ("region", "#1f77b4"))
-}  # fmt: skip
+    for k, c in (
+        ("eot", REF_COLOR),
+        ("turn_end", REF_COLOR),
+        ("int", "#e377c2"),
+        ("anchor", "#17becf"),
+        ("pause", "#bcbd22"),
+        ("negative", "#d62728"),
+        ("exclude", "#7f7f7f"),
+        ("region", "#1f77b4"),
+    )
+}
 
 
 def activity_of(

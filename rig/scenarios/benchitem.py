@@ -51,9 +51,10 @@ def item_fields(
     if "prefill_channels" in t:
         if "prefill_channel" in t:
             raise ScenarioError(
-                source, "give prefill_channel (one) or prefill_channels (user + own), not both",
+                source,
+                "give prefill_channel (one) or prefill_channels (user + own), not both",
                 f"{where}.prefill_channels",
-            )  # fmt: skip
+            )
         out["prefill_channels"] = check_prefill_channels(
             source, t["prefill_channels"], where, span["channels"]
         )
@@ -71,8 +72,7 @@ def turn_fields(
     if len(files) > 1 or "files" in t:
         for key in ("start_s", "end_s", "channel"):
             if key in t:
-                raise ScenarioError(source, "only with `file` (one file, sliced)",
-                                    f"{where}.{key}")  # fmt: skip
+                raise ScenarioError(source, "only with `file` (one file, sliced)", f"{where}.{key}")
         duration = sum(file_duration_s(source, f, where)[0] for f in files)
         duration += gap_s * (len(files) - 1)
         span = None
@@ -84,9 +84,13 @@ def turn_fields(
 
 
 def _decode(
-    source: str, path: str, rate: int, span: dict[str, Any] | None, channels: list[Any],
+    source: str,
+    path: str,
+    rate: int,
+    span: dict[str, Any] | None,
+    channels: list[Any],
     where: str,
-) -> list[Pcm16]:  # fmt: skip
+) -> list[Pcm16]:
     try:
         got = load_channels(
             path,
@@ -101,9 +105,13 @@ def _decode(
 
 
 def slice_pcm(
-    source: str, path: str, rate: int, span: dict[str, Any] | None, where: str,
+    source: str,
+    path: str,
+    rate: int,
+    span: dict[str, Any] | None,
+    where: str,
     cache: dict[Any, Pcm16],
-) -> Pcm16:  # fmt: skip
+) -> Pcm16:
     """One file's slice and channel at `rate` (cached per file, slice and channel)."""
     key = (path,) if span is None else (path, span["start_s"], span["end_s"], span["channel"])
     if key not in cache:

@@ -440,9 +440,11 @@ def _build(
             if s["pad_after_s"] > 0:
                 steps.append(Pause(s["pad_after_s"]))
             src: dict[str, Any] = {"role": "turn", "paths": s["files"], "samples": len(pcm)}
-            if s["slice"] is not None and (s["slice"]["start_s"] is not None
-                                           or s["slice"]["end_s"] is not None
-                                           or s["slice"]["channel"] != "mean"):  # fmt: skip
+            if s["slice"] is not None and (
+                s["slice"]["start_s"] is not None
+                or s["slice"]["end_s"] is not None
+                or s["slice"]["channel"] != "mean"
+            ):
                 src |= {k: s["slice"][k] for k in ("start_s", "end_s", "channel")}
             sources.append(src)
         elif s["type"] == "pause":

@@ -27,15 +27,33 @@ from rig.scenarios.fileformat import check_document
 
 #: columns (JSONL keys) of a points table; `tag.NAME` / `opt.NAME` columns besides
 NUMBER_COLUMNS = (
-    "start_s", "end_s", "prefill_start_s", "prefill_end_s", "prefill_speed", "pad_before_s",
-    "pad_after_s", "drain_quiet_s", "drain_wait_first_s", "drain_max_s", "max_s",
-    "reference_start_s", "reference_end_s", "reference_duration_s",
-)  # fmt: skip
+    "start_s",
+    "end_s",
+    "prefill_start_s",
+    "prefill_end_s",
+    "prefill_speed",
+    "pad_before_s",
+    "pad_after_s",
+    "drain_quiet_s",
+    "drain_wait_first_s",
+    "drain_max_s",
+    "max_s",
+    "reference_start_s",
+    "reference_end_s",
+    "reference_duration_s",
+)
 JSON_COLUMNS = ("marks", "history", "prefill_channels", "prefill_marks", "tags", "options")
 TEXT_COLUMNS = (
-    "id", "audio", "kind", "description", "label", "history_text", "prefill",
-    "reference_text", "reference_file",
-)  # fmt: skip
+    "id",
+    "audio",
+    "kind",
+    "description",
+    "label",
+    "history_text",
+    "prefill",
+    "reference_text",
+    "reference_file",
+)
 CHANNEL_COLUMNS = ("channel", "prefill_channel", "reference_channel")
 INT_COLUMNS = ("reference_words",)
 COLUMNS = (*TEXT_COLUMNS, *CHANNEL_COLUMNS, *NUMBER_COLUMNS, *JSON_COLUMNS, *INT_COLUMNS)
@@ -81,8 +99,9 @@ def read_points(path: str) -> list[dict[str, Any]]:
         for key in row:
             base = key.split(".", 1)[0] + "." if "." in key else key
             if key not in COLUMNS and base not in ("tag.", "opt."):
-                raise _fail(path, n, f"unknown column; known: {', '.join(COLUMNS)}, "
-                            "tag.NAME, opt.NAME", key)  # fmt: skip
+                raise _fail(
+                    path, n, f"unknown column; known: {', '.join(COLUMNS)}, tag.NAME, opt.NAME", key
+                )
         row["_row"] = n
     return [r for _, r in rows]
 
@@ -134,9 +153,19 @@ def _item(row: dict[str, Any], points_dir: str, out_dir: str, source: str) -> di
         if f"drain_{key}" in row:
             drain[key] = row[f"drain_{key}"]
     item: dict[str, Any] = {"id": row["id"], "steps": [turn, drain]}
-    for key in ("kind", "description", "history", "history_text", "max_s", "prefill_speed",
-                "prefill_start_s", "prefill_end_s", "prefill_channel", "prefill_channels",
-                "prefill_marks"):  # fmt: skip
+    for key in (
+        "kind",
+        "description",
+        "history",
+        "history_text",
+        "max_s",
+        "prefill_speed",
+        "prefill_start_s",
+        "prefill_end_s",
+        "prefill_channel",
+        "prefill_channels",
+        "prefill_marks",
+    ):
         if key in row:
             item[key] = row[key]
     if "prefill" in row:
@@ -175,8 +204,10 @@ def suite_document(
     points_dir = os.path.dirname(os.path.abspath(points_path))
     out_dir = os.path.dirname(os.path.abspath(out_path))
     items = [_item(r, points_dir, out_dir, points_path) for r in rows]
-    doc = {"suite": {"name": name or os.path.splitext(os.path.basename(out_path))[0]},
-           "items": items}  # fmt: skip
+    doc = {
+        "suite": {"name": name or os.path.splitext(os.path.basename(out_path))[0]},
+        "items": items,
+    }
     try:
         check_document(doc, out_path)
     except ScenarioError as exc:

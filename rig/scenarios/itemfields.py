@@ -43,12 +43,14 @@ def check_tags(source: str, raw: Any, where: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in raw.items():
         if not ID.match(k):
-            raise ScenarioError(source, "tag names: 1-128 letters, digits, '_', '-', '.'",
-                                f"{w}.{k}")  # fmt: skip
+            raise ScenarioError(
+                source, "tag names: 1-128 letters, digits, '_', '-', '.'", f"{w}.{k}"
+            )
         if not isinstance(v, str):
             got = "a boolean" if isinstance(v, bool) else type(v).__name__
-            raise ScenarioError(source, f'must be a string (quote it: "{v}"), got {got}',
-                                f"{w}.{k}")  # fmt: skip
+            raise ScenarioError(
+                source, f'must be a string (quote it: "{v}"), got {got}', f"{w}.{k}"
+            )
         if not v or len(v) > MAX_TAG_VALUE:
             raise ScenarioError(source, f"must be 1-{MAX_TAG_VALUE} characters", f"{w}.{k}")
         out[k] = v
@@ -78,8 +80,7 @@ def check_options(source: str, raw: Any, where: str) -> dict[str, Any]:
             why = "give the item's `history`" if k == "history" else "the rig sets it"
             raise ScenarioError(source, f"not an item option: {why}", f"{w}.{k}")
         if not _plain(v):
-            raise ScenarioError(source, "must be a string, number, boolean or list",
-                                f"{w}.{k}")  # fmt: skip
+            raise ScenarioError(source, "must be a string, number, boolean or list", f"{w}.{k}")
     return dict(raw)
 
 
@@ -98,8 +99,9 @@ def check_reference(source: str, raw: Any, where: str, base_dir: str) -> dict[st
         raise ScenarioError(source, f"unknown key; allowed here: {allowed}", f"{w}.{unknown[0]}")
     text = raw.get("text")
     if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
-        raise ScenarioError(source, f"must be a string of at most {MAX_TEXT} characters",
-                            f"{w}.text")  # fmt: skip
+        raise ScenarioError(
+            source, f"must be a string of at most {MAX_TEXT} characters", f"{w}.text"
+        )
     out: dict[str, Any] = {"text": text, "duration_s": None, "words": None}
     if text:
         out["words"] = len(text.split())
@@ -112,13 +114,16 @@ def check_reference(source: str, raw: Any, where: str, base_dir: str) -> dict[st
             raise ScenarioError(source, f"audio file not found: {path}", f"{w}.file")
         span = check_slice(source, raw, w, path)
         out["duration_s"] = round(span["duration_s"], 6)
-        out["audio"] = {"path": path, "start_s": span["start_s"], "end_s": span["end_s"],
-                        "channel": span["channel"]}  # fmt: skip
+        out["audio"] = {
+            "path": path,
+            "start_s": span["start_s"],
+            "end_s": span["end_s"],
+            "channel": span["channel"],
+        }
     else:
         for key in ("start_s", "end_s", "channel"):
             if key in raw:
-                raise ScenarioError(source, "only with `file` (a spoken reference)",
-                                    f"{w}.{key}")  # fmt: skip
+                raise ScenarioError(source, "only with `file` (a spoken reference)", f"{w}.{key}")
     if "duration_s" in raw:
         v = raw["duration_s"]
         if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0:

@@ -81,30 +81,33 @@ def _one(source: str, m: Any, w: str, duration_s: float | None) -> dict[str, Any
         raise ScenarioError(source, "give t_s (a point) or start_s + end_s (a span)", w)
     label = m.get("label")
     if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
-        raise ScenarioError(source, f"must be a string of at most {MAX_LABEL} characters",
-                            f"{w}.label")  # fmt: skip
+        raise ScenarioError(
+            source, f"must be a string of at most {MAX_LABEL} characters", f"{w}.label"
+        )
     if kind == "anchor" and not label:
         raise ScenarioError(source, "an anchor mark needs a label (the word it anchors)", w)
+    keys: tuple[str, ...]
     if point:
         start, end = _num(source, m, "t_s", w), None
         keys = ("t_s",)
     else:
         for key in ("start_s", "end_s"):
             if key not in m:
-                raise ScenarioError(source, "required (a span has start_s and end_s)",
-                                    f"{w}.{key}")  # fmt: skip
+                raise ScenarioError(source, "required (a span has start_s and end_s)", f"{w}.{key}")
         start, end = _num(source, m, "start_s", w), _num(source, m, "end_s", w)
         if end <= start:
-            raise ScenarioError(source, f"must be after start_s ({start:g}), got {end:g}",
-                                f"{w}.end_s")  # fmt: skip
+            raise ScenarioError(
+                source, f"must be after start_s ({start:g}), got {end:g}", f"{w}.end_s"
+            )
         keys = ("start_s", "end_s")
     if duration_s is not None:
         for key, v in zip(keys, (start, end), strict=False):
             if v is not None and v > duration_s + EDGE_S:
                 raise ScenarioError(
-                    source, f"{v:g} s is past the end of the step's audio ({duration_s:g} s)",
+                    source,
+                    f"{v:g} s is past the end of the step's audio ({duration_s:g} s)",
                     f"{w}.{key}",
-                )  # fmt: skip
+                )
     return {"mark": kind, "start_s": start, "end_s": end, "label": label}
 
 
@@ -118,9 +121,10 @@ def _overlaps(source: str, marks: list[dict[str, Any]], where: str) -> None:
         for (s0, e0, i0), (s1, _e1, i1) in zip(group, group[1:], strict=False):
             if s1 < e0:
                 raise ScenarioError(
-                    source, f"{kind} span overlaps {kind} span marks[{i0}] ({s0:g}-{e0:g} s)",
+                    source,
+                    f"{kind} span overlaps {kind} span marks[{i0}] ({s0:g}-{e0:g} s)",
                     f"{where}[{i1}]",
-                )  # fmt: skip
+                )
     for i, m in enumerate(marks):
         if m["mark"] in ("eot", "turn_end") and m["end_s"] is None:
             for s, e, j in spans.get("negative", []):

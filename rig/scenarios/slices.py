@@ -56,9 +56,10 @@ def check_slice(
     end = _seconds(source, t[k_end], f"{where}.{k_end}") if k_end in t else total_s
     if start >= total_s:
         raise ScenarioError(
-            source, f"{start:g} s is past the end of the file ({total_s:g} s)",
+            source,
+            f"{start:g} s is past the end of the file ({total_s:g} s)",
             f"{where}.{k_start}",
-        )  # fmt: skip
+        )
     if k_end in t and end > total_s + 1e-6:
         raise ScenarioError(
             source, f"{end:g} s is past the end of the file ({total_s:g} s)", f"{where}.{k_end}"
@@ -73,13 +74,15 @@ def check_slice(
         if v == "mean":
             channel = "mean"
         elif isinstance(v, bool) or not isinstance(v, int):
-            raise ScenarioError(source, f"must be a channel index or \"mean\", got {v!r}",
-                                f"{where}.{k_chan}")  # fmt: skip
+            raise ScenarioError(
+                source, f'must be a channel index or "mean", got {v!r}', f"{where}.{k_chan}"
+            )
         elif not 0 <= v < n_channels:
             raise ScenarioError(
-                source, f"no channel {v}: the file has {n_channels} (0-{n_channels - 1})",
+                source,
+                f"no channel {v}: the file has {n_channels} (0-{n_channels - 1})",
                 f"{where}.{k_chan}",
-            )  # fmt: skip
+            )
         else:
             channel = v
     return {
@@ -91,9 +94,7 @@ def check_slice(
     }
 
 
-def check_prefill_channels(
-    source: str, raw: Any, where: str, n_channels: int
-) -> list[str]:
+def check_prefill_channels(source: str, raw: Any, where: str, n_channels: int) -> list[str]:
     """`prefill_channels`: the role of each of the file's channels, one `user` and one
     `own` (the system's own past track); `none` skips a channel."""
     w = f"{where}.prefill_channels"

@@ -257,8 +257,10 @@ class _Session:
             raise ProtocolError(f"unknown framing {self.framing!r}")
         silence_ms = hello.get("endpoint_silence_ms")  # the client's endpointer setting
         if silence_ms is not None:
-            if isinstance(silence_ms, bool) or not isinstance(silence_ms, int | float) or not (
-                0 <= silence_ms <= 60_000
+            if (
+                isinstance(silence_ms, bool)
+                or not isinstance(silence_ms, int | float)
+                or not (0 <= silence_ms <= 60_000)
             ):
                 raise ProtocolError(f"endpoint_silence_ms {silence_ms!r}: want 0..60000 ms")
             cfg = dataclasses.replace(self.s.cfg, endpoint_silence_ms=float(silence_ms))
@@ -357,9 +359,13 @@ class _Session:
         elif kind == "own_audio":  # a two-channel prefill: the system's own past track
             own = b64_to_pcm(msg.get("audio"))
             self.s.truth.write(
-                "own_audio", t, conn=self.conn, seq=msg.get("seq"),
-                start_sample=msg.get("start_sample"), n_samples=int(own.size),
-            )  # fmt: skip
+                "own_audio",
+                t,
+                conn=self.conn,
+                seq=msg.get("seq"),
+                start_sample=msg.get("start_sample"),
+                n_samples=int(own.size),
+            )
         else:
             self.s.truth.write("unknown_text", t, conn=self.conn, type=kind)
 

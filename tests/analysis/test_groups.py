@@ -9,14 +9,23 @@ from rig.analysis.groups import cluster_labels, group_by, grouped_reports, tag_b
 
 
 def _r(rid: str, latency: float, **tags: str) -> RolloutMetrics:
-    m = {"scenario": "s", "item": rid, "tags": tags, "timing_valid": True,
-         "responses": [{"latency_ms": latency}]}  # fmt: skip
+    m = {
+        "scenario": "s",
+        "item": rid,
+        "tags": tags,
+        "timing_valid": True,
+        "responses": [{"latency_ms": latency}],
+    }
     return RolloutMetrics(rid, "ok", m)
 
 
 def test_group_by_nests_in_the_order_given_and_names_missing_tags() -> None:
-    rows = [_r("a", 1, type="pause", conversation="c2"), _r("b", 2, type="pause", conversation="c1"),
-            _r("c", 3, type="turn", conversation="c1"), _r("d", 4)]  # fmt: skip
+    rows = [
+        _r("a", 1, type="pause", conversation="c2"),
+        _r("b", 2, type="pause", conversation="c1"),
+        _r("c", 3, type="turn", conversation="c1"),
+        _r("d", 4),
+    ]
     groups = group_by(rows, ["type", "conversation"])
     assert [(g, [r.rollout_id for r in rs]) for g, rs in groups] == [
         ({"type": "(none)", "conversation": "(none)"}, ["d"]),
@@ -41,8 +50,11 @@ def test_the_tag_bootstrap_resamples_conversations_not_items() -> None:
 
 def test_aggregate_clusters_by_a_tag_and_groups_every_table() -> None:
     rng = np.random.default_rng(0)
-    rows = [_r(f"{c}-{i}", 100.0 * k + float(rng.normal(0, 20)), conversation=c)
-            for k, c in enumerate(("c1", "c2", "c3")) for i in range(6)]  # fmt: skip
+    rows = [
+        _r(f"{c}-{i}", 100.0 * k + float(rng.normal(0, 20)), conversation=c)
+        for k, c in enumerate(("c1", "c2", "c3"))
+        for i in range(6)
+    ]
     data = RunData(Path("."), None, rows)
     items = aggregate(data)
     convs = aggregate(data, cluster="conversation")

@@ -19,8 +19,12 @@ def _session(name: str, **opts: object) -> dict:
 def test_openai_and_grok_server_vad_knobs() -> None:
     s = _session("openai", threshold=0.5, prefix_padding_ms=300, silence_duration_ms=500)
     td = s["session"]["audio"]["input"]["turn_detection"]
-    assert td == {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
-                  "silence_duration_ms": 500}  # fmt: skip
+    assert td == {
+        "type": "server_vad",
+        "threshold": 0.5,
+        "prefix_padding_ms": 300,
+        "silence_duration_ms": 500,
+    }
     beta = _session("openai", api="beta", threshold=0.7)["session"]["turn_detection"]
     assert beta == {"type": "server_vad", "threshold": 0.7}
     g = _session("grok", threshold=0.5, prefix_padding_ms=300)["session"]["turn_detection"]
@@ -28,17 +32,23 @@ def test_openai_and_grok_server_vad_knobs() -> None:
 
 
 def test_gemini_activity_detection_and_handling() -> None:
-    s = _session("gemini", silence_duration_ms=500, prefix_padding_ms=300,
-                 start_sensitivity="low", end_sensitivity="high",
-                 activity_handling="NO_INTERRUPTION")["setup"]  # fmt: skip
+    s = _session(
+        "gemini",
+        silence_duration_ms=500,
+        prefix_padding_ms=300,
+        start_sensitivity="low",
+        end_sensitivity="high",
+        activity_handling="NO_INTERRUPTION",
+    )["setup"]
     assert s["realtimeInputConfig"] == {
         "automaticActivityDetection": {
-            "silenceDurationMs": 500, "prefixPaddingMs": 300,
+            "silenceDurationMs": 500,
+            "prefixPaddingMs": 300,
             "startOfSpeechSensitivity": "START_SENSITIVITY_LOW",
             "endOfSpeechSensitivity": "END_SENSITIVITY_HIGH",
         },
         "activityHandling": "NO_INTERRUPTION",
-    }  # fmt: skip
+    }
     assert "realtimeInputConfig" not in _session("gemini")["setup"]
 
 

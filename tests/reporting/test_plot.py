@@ -159,22 +159,48 @@ def test_reference_marks_are_drawn_and_labelled(tmp_path: Path) -> None:
     d = make_rollout(tmp_path)
     ns = 1_000_000_000
     marks = [
-        {"kind": "mark", "t_ns": T0 + 2 * ns, "end_ns": T0 + ns * 5 // 2, "mark": "pause",
-         "label": None, "step": 0, "source": "rig"},
-        {"kind": "mark", "t_ns": T0 + 3 * ns, "end_ns": None, "mark": "eot", "label": None,
-         "step": 0, "source": "rig"},
-        {"kind": "mark", "t_ns": T0 + ns * 11 // 4, "end_ns": None, "mark": "anchor",
-         "label": "coast", "step": 0, "source": "rig"},
-    ]  # fmt: skip
+        {
+            "kind": "mark",
+            "t_ns": T0 + 2 * ns,
+            "end_ns": T0 + ns * 5 // 2,
+            "mark": "pause",
+            "label": None,
+            "step": 0,
+            "source": "rig",
+        },
+        {
+            "kind": "mark",
+            "t_ns": T0 + 3 * ns,
+            "end_ns": None,
+            "mark": "eot",
+            "label": None,
+            "step": 0,
+            "source": "rig",
+        },
+        {
+            "kind": "mark",
+            "t_ns": T0 + ns * 11 // 4,
+            "end_ns": None,
+            "mark": "anchor",
+            "label": "coast",
+            "step": 0,
+            "source": "rig",
+        },
+    ]
     with (d / "events.jsonl").open("a") as f:
         f.write("\n" + "".join(json.dumps(e) + "\n" for e in marks))
     view = load_rollout(d)
     refs = [(m.kind, m.t_s, m.end_s, m.label) for m in view.marks if m.kind.startswith("ref.")]
-    assert refs == [("ref.pause", 2.0, 2.5, "pause"), ("ref.eot", 3.0, None, "eot"),
-                    ("ref.anchor", 2.75, None, "anchor: coast")]  # fmt: skip
+    assert refs == [
+        ("ref.pause", 2.0, 2.5, "pause"),
+        ("ref.eot", 3.0, None, "eot"),
+        ("ref.anchor", 2.75, None, "anchor: coast"),
+    ]
     png, labels = tmp_path / "t.png", tmp_path / "labels.txt"
     assert main(["plot", str(d), "-o", str(png), "--labels", str(labels)]) == 0
     rows = {r.split("\t")[2]: r.split("\t")[:2] for r in labels.read_text().splitlines()}
     assert rows["pause"] == ["2.000000", "2.500000"] or [float(x) for x in rows["pause"]] == [
-        2.0, 2.5]  # fmt: skip
+        2.0,
+        2.5,
+    ]
     assert [float(x) for x in rows["anchor: coast"]] == [2.75, 2.75]

@@ -36,31 +36,44 @@ def suite(tmp_path: Path, item: str, steps: str = "") -> Path:
 
 def test_a_slice_plays_that_part_of_that_channel(tmp_path, stereo) -> None:
     marks = "marks = [{kind = 'eot', t_s = 1.0}, {kind = 'pause', start_s = 0.2, end_s = 0.5}]"
-    steps = ("{type = 'turn', file = 'conv.wav', start_s = 1.0, end_s = 2.0, channel = 1, "
-             f"pad_before_s = 0, {marks}}}, {{type = 'drain', wait_first_s = 8, quiet_s = 3}}")  # fmt: skip
-    item = ("tags = {conversation = 'c17', speaker = 'B'}\n"
-            "options = {silence_duration_ms = 300, instructions = 'be brief'}\n"
-            "reference = {text = 'sure thing', file = 'conv.wav', start_s = 2, end_s = 3.5}")  # fmt: skip
+    steps = (
+        "{type = 'turn', file = 'conv.wav', start_s = 1.0, end_s = 2.0, channel = 1, "
+        f"pad_before_s = 0, {marks}}}, {{type = 'drain', wait_first_s = 8, quiet_s = 3}}"
+    )
+    item = (
+        "tags = {conversation = 'c17', speaker = 'B'}\n"
+        "options = {silence_duration_ms = 300, instructions = 'be brief'}\n"
+        "reference = {text = 'sure thing', file = 'conv.wav', start_s = 2, end_s = 3.5}"
+    )
     (it,) = load_scenario_file(str(suite(tmp_path, item, steps)), RATE)
     play = next(s for s in it.plan.steps if isinstance(s, Play))
     want = -(np.arange(RATE, 2 * RATE) % 20_000) - 500
     assert np.array_equal(play.pcm, want.astype(np.int16))
     assert [(m.mark, m.start, m.end, m.step) for m in play.marks] == [
-        ("pause", 3200, 8000, 0), ("eot", 16000, None, 0)]  # fmt: skip
+        ("pause", 3200, 8000, 0),
+        ("eot", 16000, None, 0),
+    ]
     drain = it.plan.steps[-1]
     assert isinstance(drain, Drain) and (drain.quiet_s, drain.wait_first_s) == (3.0, 8.0)
     assert it.meta["tags"] == {"conversation": "c17", "speaker": "B"}
     assert it.meta["options"] == {"silence_duration_ms": 300, "instructions": "be brief"}
     assert it.meta["reference"]["words"] == 2 and it.meta["reference"]["duration_s"] == 1.5
     described = it.plan.describe()["steps"][0]
-    assert described["marks"][0] == {"mark": "pause", "t_s": 0.2, "end_s": 0.5, "label": None,
-                                      "step": 0}  # fmt: skip
+    assert described["marks"][0] == {
+        "mark": "pause",
+        "t_s": 0.2,
+        "end_s": 0.5,
+        "label": None,
+        "step": 0,
+    }
     assert it.plan.sources[0]["channel"] == 1 and it.plan.sources[0]["start_s"] == 1.0
 
 
 def test_a_two_channel_prefill_keeps_the_own_track_apart(tmp_path, stereo) -> None:
-    item = ("prefill = 'conv.wav'\nprefill_channels = ['own', 'user']\nprefill_end_s = 1.0\n"
-            "prefill_marks = [{kind = 'anchor', t_s = 0.5, label = 'hello'}]")  # fmt: skip
+    item = (
+        "prefill = 'conv.wav'\nprefill_channels = ['own', 'user']\nprefill_end_s = 1.0\n"
+        "prefill_marks = [{kind = 'anchor', t_s = 0.5, label = 'hello'}]"
+    )
     (it,) = load_scenario_file(str(suite(tmp_path, item)), RATE)
     prefill = it.plan.steps[0]
     assert isinstance(prefill, Play) and prefill.role == "prefill"
@@ -102,17 +115,24 @@ BAD = [
     ("", "marks = [{kind = 'anchor', t_s = 0.2}]", "an anchor mark needs a label"),
     ("", "marks = [{kind = 'eot', t_s = 0.2, when = 1}]", "marks[0].when: unknown key"),
     ("", "marks = [{kind = 'eot', t_s = 0.2, start_s = 0.1, end_s = 0.3}]", "not both"),
-    ("", "marks = [{kind = 'negative', start_s = 0, end_s = 0.5}, "
-         "{kind = 'negative', start_s = 0.4, end_s = 0.6}]", "marks[1]: negative span overlaps"),
-    ("", "marks = [{kind = 'negative', start_s = 0, end_s = 0.5}, {kind = 'eot', t_s = 0.3}]",
-     "marks[1]: an end of turn inside negative span"),
+    (
+        "",
+        "marks = [{kind = 'negative', start_s = 0, end_s = 0.5}, "
+        "{kind = 'negative', start_s = 0.4, end_s = 0.6}]",
+        "marks[1]: negative span overlaps",
+    ),
+    (
+        "",
+        "marks = [{kind = 'negative', start_s = 0, end_s = 0.5}, {kind = 'eot', t_s = 0.3}]",
+        "marks[1]: an end of turn inside negative span",
+    ),
     ("", "marks = 'eot'", "steps[0].marks: must be a list of mark tables"),
     # slices and channels
     ("", "!start_s = 5", "steps[0].start_s: 5 s is past the end of the file (4 s)"),
     ("", "!end_s = 9", "steps[0].end_s: 9 s is past the end of the file (4 s)"),
     ("", "!start_s = 2, end_s = 1", "steps[0].end_s: must be after start_s (2 s), got 1"),
     ("", "channel = 2", "steps[0].channel: no channel 2: the file has 2 (0-1)"),
-    ("", "channel = 'left'", "steps[0].channel: must be a channel index or \"mean\""),
+    ("", "channel = 'left'", 'steps[0].channel: must be a channel index or "mean"'),
     ("", "!start_s = -1", "steps[0].start_s: must be >= 0"),
     # item fields
     ("tags = {conversation = 17}", "", "items[0].tags.conversation: must be a string"),
@@ -125,14 +145,23 @@ BAD = [
     ("reference = {file = 'conv.wav', end_s = 7}", "", "items[0].reference.end_s: 7 s is past"),
     ("reference = {start_s = 1}", "", "items[0].reference.start_s: only with `file`"),
     ("prefill_channel = 0", "", "items[0].prefill_channel: only with `prefill`"),
-    ("prefill = 'conv.wav'\nprefill_channels = ['user', 'user']", "", "exactly one \"user\""),
-    ("prefill = 'conv.wav'\nprefill_channels = ['user', 'own', 'none']", "",
-     "names 3 channels; the prefill file has 2"),
-    ("prefill = 'conv.wav'\nprefill_channels = ['user', 'own']\nprefill_channel = 0", "",
-     "not both"),
-    ("prefill = 'conv.wav'\nprefill_marks = [{kind = 'eot', t_s = 9}]", "",
-     "prefill_marks[0].t_s: 9 s is past the end"),
-]  # fmt: skip
+    ("prefill = 'conv.wav'\nprefill_channels = ['user', 'user']", "", 'exactly one "user"'),
+    (
+        "prefill = 'conv.wav'\nprefill_channels = ['user', 'own', 'none']",
+        "",
+        "names 3 channels; the prefill file has 2",
+    ),
+    (
+        "prefill = 'conv.wav'\nprefill_channels = ['user', 'own']\nprefill_channel = 0",
+        "",
+        "not both",
+    ),
+    (
+        "prefill = 'conv.wav'\nprefill_marks = [{kind = 'eot', t_s = 9}]",
+        "",
+        "prefill_marks[0].t_s: 9 s is past the end",
+    ),
+]
 
 
 @pytest.mark.parametrize(("item", "turn", "message"), BAD)
@@ -152,5 +181,6 @@ def test_drain_wait_first_s_is_checked(tmp_path, stereo) -> None:
     with pytest.raises(ScenarioError, match=r"steps\[1\]\.wait_first_s: must be >= 0"):
         load_scenario_file(str(suite(tmp_path, "", steps)), RATE)
     with pytest.raises(ScenarioError, match=r"steps\[0\]\.start_s: only with `file`"):
-        load_scenario_file(str(suite(tmp_path, "", "{type = 'turn', files = ['conv.wav'], "
-                                     "start_s = 1}")), RATE)  # fmt: skip
+        load_scenario_file(
+            str(suite(tmp_path, "", "{type = 'turn', files = ['conv.wav'], start_s = 1}")), RATE
+        )

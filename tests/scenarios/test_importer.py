@@ -19,8 +19,9 @@ CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
 
 def rig(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "rig", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_csv_and_jsonl_give_the_same_suite(tmp_path) -> None:
@@ -62,22 +63,30 @@ def test_a_bad_point_names_its_row_and_column(tmp_path, extra, message) -> None:
     shutil.copy(CORPUS / "c1.flac", tmp_path / "c1.flac")
     row = {"id": "p", "audio": "c1.flac", "start_s": 0.1, "end_s": 2.0, **extra}
     if "when" not in extra:  # JSONL rows are numbered from 1; a header makes CSV's start at 2
-        (tmp_path / "points.jsonl").write_text("{}\n".replace("{}", json.dumps({"id": "q",
-            "audio": "c1.flac"})) + json.dumps(row) + "\n")  # fmt: skip
+        (tmp_path / "points.jsonl").write_text(
+            "{}\n".replace("{}", json.dumps({"id": "q", "audio": "c1.flac"}))
+            + json.dumps(row)
+            + "\n"
+        )
     else:
         (tmp_path / "points.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(ScenarioError) as exc:
-        suite_document(read_points(str(tmp_path / "points.jsonl")), str(tmp_path / "points.jsonl"),
-                       str(tmp_path / "s.toml"))  # fmt: skip
+        suite_document(
+            read_points(str(tmp_path / "points.jsonl")),
+            str(tmp_path / "points.jsonl"),
+            str(tmp_path / "s.toml"),
+        )
     assert message in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_csv_cells_are_typed_and_checked(tmp_path) -> None:
     shutil.copy(CORPUS / "c1.flac", tmp_path / "c1.flac")
     p = tmp_path / "points.csv"
-    p.write_text("id,audio,channel,start_s,end_s,marks,tag.conversation,opt.voice\n"
-                 'a,c1.flac,mean,0.1,2,"[{""kind"": ""eot"", ""t_s"": 1.5}]",17,alloy\n'
-                 "b,c1.flac,1,zero,2,,c1,\n")  # fmt: skip
+    p.write_text(
+        "id,audio,channel,start_s,end_s,marks,tag.conversation,opt.voice\n"
+        'a,c1.flac,mean,0.1,2,"[{""kind"": ""eot"", ""t_s"": 1.5}]",17,alloy\n'
+        "b,c1.flac,1,zero,2,,c1,\n"
+    )
     with pytest.raises(ScenarioError, match="row 3: start_s: must be a number, got 'zero'"):
         read_points(str(p))
     p.write_text(p.read_text().replace("zero", "0.5"))

@@ -27,8 +27,10 @@ def test_a_two_channel_prefill_goes_only_where_the_own_track_can(tmp_path) -> No
     its = items(tmp_path, TWO)
     assert check_items(its, dialect="rig", transport="ws", options={}) == []
     for dialect in ("openai", "gemini", "moshi"):
-        with pytest.raises(ConfigError, match=f"item x: dialect '{dialect}' cannot take the "
-                           "system's own past track"):  # fmt: skip
+        with pytest.raises(
+            ConfigError,
+            match=f"item x: dialect '{dialect}' cannot take the system's own past track",
+        ):
             check_items(its, dialect=dialect, transport="ws", options={})
     with pytest.raises(ConfigError, match="--transport webrtc carries one channel"):
         check_items(its, dialect="rig", transport="webrtc", options={})
@@ -57,8 +59,7 @@ def test_item_options_override_the_runs(tmp_path) -> None:
 
 
 def test_a_fast_prefill_to_moshi_is_a_recorded_warning(tmp_path) -> None:
-    its = items(tmp_path, f"prefill = '{CORPUS / 'c1.flac'}'\nprefill_end_s = 2\n"
-                "prefill_speed = 4")  # fmt: skip
+    its = items(tmp_path, f"prefill = '{CORPUS / 'c1.flac'}'\nprefill_end_s = 2\nprefill_speed = 4")
     (w,) = check_items(its, dialect="moshi", transport="ws", options={})
     assert "steps through its input in real time" in w and its[0].meta["warnings"] == [w]
     slow = items(tmp_path, f"prefill = '{CORPUS / 'c1.flac'}'\nprefill_speed = 1")
