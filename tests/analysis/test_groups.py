@@ -56,15 +56,16 @@ def test_aggregate_clusters_by_a_tag_and_groups_every_table() -> None:
         for i in range(6)
     ]
     data = RunData(Path("."), None, rows)
-    items = aggregate(data)
-    convs = aggregate(data, cluster="conversation")
+    fast = {"n_resamples": 300}  # the interval's width is all these look at
+    items = aggregate(data, **fast)
+    convs = aggregate(data, cluster="conversation", **fast)
     assert items["cluster"] == "item" and convs["cluster"] == "conversation"
-    groups = grouped_reports(data, ["conversation"], cluster="conversation")
+    groups = grouped_reports(data, ["conversation"], cluster="conversation", **fast)
     assert [g["tags"]["conversation"] for g in groups] == ["c1", "c2", "c3"]
     assert all(g["n_rollouts"] == 6 and g["overall"]["latency_ms"]["n"] == 6 for g in groups)
     assert groups[2]["overall"]["latency_ms"]["median"] > 150
     # inside one conversation there is one cluster: resampling it gives back the same data
     one = groups[0]["overall"]["latency_ms"]
     assert one["ci_low"] == one["ci_high"] == one["median"]
-    per_item = grouped_reports(data, ["conversation"])[0]["overall"]["latency_ms"]
+    per_item = grouped_reports(data, ["conversation"], **fast)[0]["overall"]["latency_ms"]
     assert per_item["ci_high"] - per_item["ci_low"] > 5  # six items resampled

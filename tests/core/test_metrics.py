@@ -91,6 +91,7 @@ def test_errors_say_whose_fault_it_was() -> None:
     assert Outcome.of_error(RigError("")) == Outcome("error", "RigError")
     m = metrics_without_stream(Outcome("transport_error", "refused"), rollout_id="r", meta={"a": 1})
     assert m == {"status": "transport_error", "reason": "refused", "rollout_id": "r", "a": 1,
+                 "tags": {}, "reference": None, "marks": [], "censored": False,
                  "responses": []}  # fmt: skip
 
 
