@@ -17,6 +17,7 @@ from typing import Any
 
 from rig.analysis.aggregate import RolloutMetrics, load_run
 from rig.analysis.rollout import read_jsonl
+from rig.analysis.scorerows import SCORE_COLUMNS, load_score_rows
 from rig.extras import missing_module, require
 
 Row = dict[str, Any]
@@ -49,6 +50,8 @@ class RunTables:
     chunks: Any
     events: Any
     words: Any
+    scores: Any = None
+    """scores.json as one row per scorer, group and metric (rig.analysis.scorerows)."""
 
 
 def _scalar(v: Any) -> Any:
@@ -173,6 +176,7 @@ def load_rows(run_dir: str | Path, *, chunks: bool = True) -> dict[str, Any]:
         "chunks": [],
         "events": [],
         "words": [],
+        "scores": load_score_rows(data.run_dir),
     }
     for r in data.rollouts:
         if chunks:
@@ -208,6 +212,7 @@ def load_tables(
             _frame(rows["chunks"]),
             _frame(rows["events"]),
             _frame(rows["words"]),
+            _frame(rows["scores"], SCORE_COLUMNS),
         )
     return RunTables(
         rows["run_dir"],
@@ -217,4 +222,5 @@ def load_tables(
         rows["chunks"],
         rows["events"],
         rows["words"],
+        rows["scores"],
     )
