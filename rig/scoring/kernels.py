@@ -211,10 +211,20 @@ def reference(k: Kernel, d: Domain) -> Reference:
     return Reference(k, t, H, w, float(_trap(w, t)))
 
 
+def _cumtrap(y: Arr, t: Arr) -> Arr:
+    return np.concatenate([[0.0], np.cumsum((y[1:] + y[:-1]) * np.diff(t) / 2.0)])
+
+
 def tw_crps(ref: Reference, P: Arr, y: float | None) -> float:
-    """twCRPS of the forecast CDF `P` (on ref.t) against outcome `y` (None: no response)."""
-    step = np.zeros_like(ref.t) if y is None else (ref.t >= y).astype(np.float64)
-    return float(_trap(ref.w * (P - step) ** 2, ref.t))
+    """twCRPS of the forecast CDF `P` (on ref.t) against outcome `y` (None: no response).
+    The outcome's step is placed exactly (not on the grid): the integral of w P^2 below y
+    plus the integral of w (P - 1)^2 above it."""
+    below = _cumtrap(ref.w * P**2, ref.t)
+    if y is None or y >= ref.t[-1]:
+        return float(below[-1])
+    above = _cumtrap(ref.w * (P - 1.0) ** 2, ref.t)
+    y = max(y, float(ref.t[0]))
+    return float(np.interp(y, ref.t, below) + above[-1] - np.interp(y, ref.t, above))
 
 
 def empirical_cdf(t: Arr, ys: list[float | None]) -> Arr:
