@@ -87,9 +87,7 @@ def _scenario(tmp: Path, with_marks: bool) -> Path:
             ', marks = [{ kind = "turn_end", t_s = 1.0 }, { kind = "eot", t_s = 1.0 }]'
         )
     path = tmp / ("marked.toml" if with_marks else "plain.toml")
-    path.write_text(
-        SCENARIO.format(a=tmp / "a.wav", b=tmp / "b.wav", gap=GAP_S, **fields)
-    )
+    path.write_text(SCENARIO.format(a=tmp / "a.wav", b=tmp / "b.wav", gap=GAP_S, **fields))
     return path
 
 
