@@ -89,7 +89,13 @@ def _pause_units(r: Rollout, ci: CI, shift_s: float) -> list[Unit]:
 def _turn_unit(r: Rollout, m: RefMark, ci: CI) -> Unit:
     t = m.t_s
     if r.basis == "words":
-        ws = [w for w in r.words if float(w["end"]) > t]
+        regions = r.marks_of("region")
+        ws = [
+            w
+            for w in r.words
+            if float(w["end"]) > t
+            and (not regions or any(g.t_s <= float(w["start"]) < g.stop_s for g in regions))
+        ]
         first = min((float(w["start"]) for w in ws), default=None)
         n_words: int | None = len(ws)
     else:

@@ -146,3 +146,15 @@ def test_bad_options_fail_before_reading(tmp_path: Path) -> None:
         score_dir(tmp_path, ["pause_turn"], ["shift_ms=abc"])
     with pytest.raises(ConfigError, match="unknown scorer"):
         score_dir(tmp_path, ["pause"])
+
+
+def test_only_the_scored_region_counts(tmp_path: Path) -> None:
+    # speech at 2.4 s would take the pause over, but the scored region starts at 2.5 s;
+    # the word at 9.0 s lies past the region's end, so the turn end has no words
+    marks = [mark("region", 2.5, 8.0), mark("pause", 2.0, 3.0), mark("turn_end", 5.0)]
+    rollout(tmp_path, "r", system=[(2.4, 2.45), (9.0, 9.5)], words=[("hm", 9.0, 9.4)],
+            marks=marks)  # fmt: skip
+    entry = score_dir(tmp_path, ["pause_turn"])["scorers"]["pause_turn"]
+    u = {x["mark"]: x for x in entry["units"]}
+    assert u["pause"]["outcome"] == "silent"
+    assert u["turn_end"]["no_words"] is True
