@@ -88,3 +88,22 @@ def test_compare_and_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "unknown scorer 'nope'" in capsys.readouterr().err
     assert main(["report", str(run), "--score", "eot_int", "--score-opt", "window=3"]) == 2
     assert "no parameter 'window'" in capsys.readouterr().err
+
+
+def test_invalid_rollouts_need_include_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path)
+    rollout(run, "bad", system=[(2.1, 2.5)], marks=[mark("pause", 2.0, 3.0)],
+            tags={"type": "pause"}, timing_valid=False)  # fmt: skip
+    assert main(["report", str(run), "--no-rollouts", "--score", "pause_turn"]) == 0
+    assert "1 rollout(s) with timing_valid false left out (--include-invalid)" in (
+        capsys.readouterr().out.replace("\n", " ")
+    )
+    m = json.loads((run / "scores.json").read_text())["scorers"]["pause_turn"]
+    assert m["groups"][0]["metrics"]["pause_takeover_rate"]["n"] == 2
+    argv = ["report", str(run), "--no-rollouts", "--score", "pause_turn", "--include-invalid"]
+    assert main(argv) == 0
+    m = json.loads((run / "scores.json").read_text())["scorers"]["pause_turn"]
+    assert m["groups"][0]["metrics"]["pause_takeover_rate"]["n"] == 3
+    assert m["excluded"]["timing_invalid_included"] is True
