@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
-    ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
+    ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.scoring"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
     # many rollouts (the proxy's: one per connection); the relay; shards, Ray

@@ -19,6 +19,7 @@ from typing import Any
 
 from rig.analysis.aggregate import RolloutMetrics, load_run
 from rig.analysis.rollout import read_jsonl
+from rig.analysis.scorerows import SCORE_COLUMNS, load_score_rows
 from rig.extras import missing_module, require
 
 Row = dict[str, Any]
@@ -51,6 +52,8 @@ class RunTables:
     chunks: Any
     events: Any
     words: Any
+    scores: Any = None
+    """scores.json as one row per scorer, group and metric (rig.analysis.scorerows)."""
 
 
 def _scalar(v: Any) -> Any:
@@ -187,6 +190,7 @@ def load_rows(run_dir: str | Path, *, chunks: bool = True) -> dict[str, Any]:
         "chunks": [],
         "events": [],
         "words": [],
+        "scores": load_score_rows(data.run_dir),
     }
     for r in data.rollouts:
         if chunks:
@@ -222,6 +226,7 @@ def load_tables(
             _frame(rows["chunks"]),
             _frame(rows["events"]),
             _frame(rows["words"]),
+            _frame(rows["scores"], SCORE_COLUMNS),
         )
     return RunTables(
         rows["run_dir"],
@@ -231,4 +236,5 @@ def load_tables(
         rows["chunks"],
         rows["events"],
         rows["words"],
+        rows["scores"],
     )

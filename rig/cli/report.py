@@ -73,6 +73,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--include-invalid-timing",
+        "--include-invalid",
         action="store_true",
         help="count rollouts whose own timing failed (timing_valid false) in the aggregates; "
         "by default they are counted and shown, and left out",
@@ -106,6 +107,9 @@ def add_parser(sub: Any) -> None:
         help="rewrite WAV headers a crash left behind their data (only for a run that is "
         "over: the run's own process must not be writing)",
     )
+    from rig.scoring.options import add_report_options
+
+    add_report_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,11 +150,14 @@ def run(args: argparse.Namespace) -> int:
     add_groups(report, data, by, **opts)
     if args.rules:
         report["rescored"] = {"rules": overrides, "verdict_changes": changes}
+    from rig.scoring.report import print_scores, scores_for_report
+
+    scores = scores_for_report(args)  # --score / --compare (scores.json), else the stored one
     results = check_gates(report, gates)
-    written = _write_outputs(args, report, rollouts, results)
+    written = _write_outputs(args, report, rollouts, results, scores)
     if args.json:
         values = gate_values(report)
-        out = {**report, "rollouts": rollouts, "gate_values": values}
+        out = {**report, "rollouts": rollouts, "gate_values": values, "scores": scores}
         out["gates"] = [
             {"gate": r.gate.describe(), "value": r.value, "passed": r.passed} for r in results
         ]
@@ -189,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     for table in (rtt_table(rollouts), split_table(rollouts)):
         if table is not None:
             console.print(table)
+    print_scores(console, scores)
     print_closing(console, report)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
@@ -202,6 +210,7 @@ def _write_outputs(
     report: dict[str, Any],
     rollouts: list[dict[str, Any]],
     results: list[Any],
+    scores: dict[str, Any] | None = None,
 ) -> list[str]:
     written: list[str] = []
     if args.csv:
@@ -212,7 +221,10 @@ def _write_outputs(
         from rig.reporting.junit import write_junit
 
         try:
-            write_junit(args.junit, rollouts, results, run_id=str(report.get("run_id", "")))
+            from rig.scoring.render import junit_suites
+
+            write_junit(args.junit, rollouts, results, run_id=str(report.get("run_id", "")),
+                        extra_suites=junit_suites(scores))  # fmt: skip
         except OSError as exc:
             raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
         written.append(args.junit)
@@ -229,6 +241,7 @@ def _write_outputs(
     if args.html:
         from rig.analysis.rollout import read_json
         from rig.reporting.html import build_html, write_html
+        from rig.scoring.render import html_section
 
         if not 0 <= args.html_embed_max_mb <= 10_000:
             raise ConfigError(f"--html-embed-max-mb must be in [0, 10000], got "
@@ -244,6 +257,7 @@ def _write_outputs(
             html_path=args.html,
             audio=args.html_audio,
             max_embed_mb=args.html_embed_max_mb,
+            extra_html=html_section(scores),
         )
         try:
             write_html(args.html, text)

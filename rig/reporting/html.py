@@ -263,7 +263,10 @@ def build_html(
     html_path: str | Path = "report.html",
     audio: str = "embed",
     max_embed_mb: float = 25.0,
+    extra_html: str = "",
 ) -> str:
+    """The page; `extra_html` (already escaped: the scores section of rig.scoring.render)
+    goes after the per-item table."""
     root = Path(run_dir)
     html_dir = Path(html_path).resolve().parent
     mode, note = audio_mode(root, audio, max_embed_mb)
@@ -275,6 +278,7 @@ def build_html(
         _summary(report, gates or [], manifest or {}),
         "<h2>Per item</h2>",
         _items(report),
+        extra_html,
         "<h2>Latency CDFs</h2>",
         "<p class='muted'>response latency on the playback clock and its split (ok rollouts; "
         "every value one step)</p>",

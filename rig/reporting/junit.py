@@ -54,8 +54,13 @@ def _duration_s(m: dict[str, Any]) -> float:
 
 
 def build_junit(
-    rollouts: list[dict[str, Any]], gates: list[GateResult] | None = None, *, run_id: str = ""
+    rollouts: list[dict[str, Any]],
+    gates: list[GateResult] | None = None,
+    *,
+    run_id: str = "",
+    extra_suites: list[ET.Element] | None = None,
 ) -> ET.Element:
+    """`extra_suites` (the scorers' suites, rig.scoring.render) are appended as they are."""
     root = ET.Element("testsuites", name=_text(f"rig run {run_id}".strip()))
     suites: dict[str, list[dict[str, Any]]] = {}
     for m in rollouts:
@@ -116,6 +121,7 @@ def build_junit(
         suite.set("tests", str(len(gates)))
         suite.set("failures", str(failed))
         suite.set("errors", "0")
+    root.extend(extra_suites or [])
     return root
 
 
@@ -125,7 +131,8 @@ def write_junit(
     gates: list[GateResult] | None = None,
     *,
     run_id: str = "",
+    extra_suites: list[ET.Element] | None = None,
 ) -> None:
-    tree = ET.ElementTree(build_junit(rollouts, gates, run_id=run_id))
+    tree = ET.ElementTree(build_junit(rollouts, gates, run_id=run_id, extra_suites=extra_suites))
     ET.indent(tree)
     tree.write(Path(path), encoding="utf-8", xml_declaration=True)

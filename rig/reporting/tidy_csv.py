@@ -1,4 +1,5 @@
-"""`rig report --csv DIR`: rollouts.csv, responses.csv (tidy, one row each) and summary.csv.
+"""`rig report --csv DIR`: rollouts.csv, responses.csv (tidy, one row each), summary.csv and,
+when the run has scores.json (`--score`), scores.csv.
 
 rollouts.csv and responses.csv are rig.analysis.tables' rows: plain columns (numbers,
 strings, true/false, empty for none), so `pandas.read_csv` reads them as they are.
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.analysis.aggregate import to_csv
+from rig.analysis.scorerows import SCORE_COLUMNS
 from rig.analysis.tables import RESPONSE_COLUMNS, ROLLOUT_COLUMNS, load_rows
 from rig.errors import ConfigError
 
@@ -50,4 +52,7 @@ def write_tidy_csv(run_dir: str | Path, report: dict[str, Any], out_dir: str | P
     _write(paths[0], rows["rollouts"], ROLLOUT_COLUMNS)
     _write(paths[1], rows["responses"], RESPONSE_COLUMNS)
     paths[2].write_text(to_csv(report), encoding="utf-8")
+    if rows["scores"]:  # rig report --score: scores.json, one row per scorer/group/metric
+        paths.append(out / "scores.csv")
+        _write(paths[-1], rows["scores"], SCORE_COLUMNS)
     return paths

@@ -1,0 +1,68 @@
+"""The `rig report` hook: score when asked, write scores.json, show what is stored.
+
+`scores_for_report(args)` runs the scorers `--score` names (and `--compare`), writes
+RUN/scores.json and returns the document; without `--score` it returns the stored
+scores.json (None when there is none), so the text, HTML, JUnit and CSV outputs show the
+run's scores either way. `print_scores` prints the tables and their notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rig.errors import ConfigError
+from rig.scoring.compare import compare
+from rig.scoring.measures import CI
+from rig.scoring.registry import check_names, parse_opts, read_scores, score_run, write_scores
+from rig.scoring.render import text_tables
+from rig.scoring.rundir import read_run
+
+
+def _tags(value: Any) -> list[str]:
+    if value is None:
+        return []
+    raw = value if isinstance(value, list | tuple) else [value]
+    return [t for v in raw for t in str(v).split(",") if t.strip()]
+
+
+def scores_for_report(args: argparse.Namespace) -> dict[str, Any] | None:
+    names = check_names(list(getattr(args, "score", None) or []))
+    compare_to = getattr(args, "compare", None)
+    if not names and not compare_to:
+        return read_scores(args.run_dir)
+    if compare_to and not Path(compare_to).is_dir():
+        raise ConfigError(f"--compare {compare_to}: not a run directory")
+    want = list(names)
+    if compare_to and "onset_distribution" not in want:
+        want.append("onset_distribution")
+    params = parse_opts(want, list(getattr(args, "score_opt", None) or []))
+    by = _tags(getattr(args, "by", None))
+    cluster = getattr(args, "cluster", None)
+    cluster = _tags(cluster)[0] if _tags(cluster) else None
+    invalid = bool(getattr(args, "include_invalid_timing", False))
+    level = float(getattr(args, "confidence", 0.95))
+    run = read_run(args.run_dir, include_invalid=invalid)
+    doc = score_run(run, names, params, by=by, cluster=cluster, confidence=level)
+    if compare_to:
+        other = read_run(compare_to, include_invalid=invalid)
+        ci = CI(level, 2000, run.seed, cluster)
+        doc["compare"] = compare(run, other, params["onset_distribution"], ci, by)
+    try:
+        doc["written"] = str(write_scores(args.run_dir, doc))
+    except OSError as exc:
+        raise ConfigError(f"{args.run_dir}: cannot write scores.json: {exc.strerror}") from exc
+    return doc
+
+
+def print_scores(console: Any, doc: dict[str, Any] | None) -> None:
+    if not doc:
+        return
+    for part in text_tables(doc):
+        if isinstance(part, str):
+            console.print(part, markup=False, highlight=False)
+        else:
+            console.print(part)
+    if doc.get("written"):
+        console.print(f"wrote {doc['written']}", markup=False, highlight=False)
