@@ -33,6 +33,7 @@ from rig import safejson
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
+from rig.conditions.spec import parse as parse_condition
 from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
@@ -64,12 +65,15 @@ ITEM_KEYS = {
     "steps",
     "pad_before_s",
     "pad_after_s",
+    "condition",
 }
 STEP_KEYS: dict[str, set[str]] = {
-    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"},
+    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in",
+             "condition"},
     "pause": {"seconds"},
     "release": {"quiet_s", "timeout_s"},
-    "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
+    "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in",
+               "condition"},
     "drain": {"quiet_s", "max_s"},
 }
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -268,6 +272,7 @@ def _item(
         ),
         "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
+        "condition": _condition(c, t, where, base_dir),
     }
     if spec["prefill_speed"] < 1:
         speed = spec["prefill_speed"]
@@ -291,7 +296,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     if not isinstance(kind, str) or kind not in STEP_KEYS:
         raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
     t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
-    s: dict[str, Any] = {"type": kind}
+    s: dict[str, Any] = {"type": kind, "condition": _condition(c, t, where, base_dir)}
     if kind == "turn":
         if ("file" in t) == ("files" in t):
             raise c.fail(where, "give exactly one of `file` or `files`")
@@ -341,6 +346,17 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     return s
 
 
+def _condition(
+    c: _Check, t: dict[str, Any], where: str, base_dir: str
+) -> tuple[Any, str, str] | None:
+    """A `condition` table (rig.conditions.spec), with where it was set (for later errors)."""
+    if "condition" not in t:
+        return None
+    return parse_condition(t["condition"], f"{where}.condition", c.fail, base_dir), c.source, (
+        f"{where}.condition"
+    )
+
+
 def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
@@ -376,11 +392,13 @@ def _build(
 ) -> ScenarioItem:
     steps: list[Step] = []
     sources: list[dict[str, Any]] = []
+    plays: list[Any] = []  # per Play, in order: the step's condition (rig.conditions)
     where = f"items[{spec['id']}]"
     if spec["prefill"]:
         pcm = _load(c, spec["prefill"], rate, cache, f"{where}.prefill")
         steps.append(Play(pcm, "prefill", "prefill", barge_in=False))
         sources.append({"role": "prefill", "path": spec["prefill"], "samples": len(pcm)})
+        plays.append(None)
     for i, s in enumerate(spec["steps"]):
         w = f"{where}.steps[{i}]"
         if s["type"] == "turn":
@@ -396,6 +414,7 @@ def _build(
             if s["pad_before_s"] > 0:
                 steps.append(Pause(s["pad_before_s"]))
             steps.append(Play(pcm, s["label"], "turn", s["barge_in"]))
+            plays.append(s["condition"])
             if s["pad_after_s"] > 0:
                 steps.append(Pause(s["pad_after_s"]))
             sources.append({"role": "turn", "paths": s["files"], "samples": len(pcm)})
@@ -410,6 +429,7 @@ def _build(
             elif s["after_s"] > 0:
                 steps.append(Pause(s["after_s"]))
             steps.append(Play(pcm, s["label"], s["role"], s["barge_in"]))
+            plays.append(s["condition"])
             sources.append({"role": s["role"], "path": s["file"], "samples": len(pcm)})
         else:
             steps.append(Drain(s["quiet_s"], s["max_s"]))
@@ -429,4 +449,4 @@ def _build(
         meta["prefill_speed"] = spec["prefill_speed"]
         session["prefill_speed"] = spec["prefill_speed"]
     plan = UserPlan(np.zeros(0, np.int16), rate, [], sources, steps=steps)
-    return ScenarioItem(spec["id"], plan, meta, session)
+    return ScenarioItem(spec["id"], plan, meta, session, spec["condition"], plays)

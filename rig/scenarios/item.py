@@ -14,3 +14,7 @@ class ScenarioItem:
     plan: UserPlan
     meta: dict[str, Any] = field(default_factory=dict)
     session: dict[str, Any] = field(default_factory=dict)
+    #: input conditions as set in the file (rig.conditions.spec.Condition, source, field):
+    #: the item's, and one per Play of the plan in order (None: none set there)
+    condition: tuple[Any, str, str] | None = None
+    play_conditions: list[tuple[Any, str, str] | None] = field(default_factory=list)
