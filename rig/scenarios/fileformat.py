@@ -68,14 +68,14 @@ ITEM_KEYS = {
     "condition",
 }
 STEP_KEYS: dict[str, set[str]] = {
-    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in",
-             "condition"},
+    "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"},
     "pause": {"seconds"},
     "release": {"quiet_s", "timeout_s"},
-    "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in",
-               "condition"},
+    "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
     "drain": {"quiet_s", "max_s"},
 }
+#: steps that play audio take a `condition` (rig.conditions.spec)
+CONDITION_STEPS = ("turn", "inject")
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "pad_before_s": 0.5,
     "pad_after_s": 0.0,
@@ -295,7 +295,7 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     kind = raw.get("type")
     if not isinstance(kind, str) or kind not in STEP_KEYS:
         raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
-    t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
+    t = c.table(raw, where, STEP_KEYS[kind] | {"type"} | _conditioned(kind))
     s: dict[str, Any] = {"type": kind, "condition": _condition(c, t, where, base_dir)}
     if kind == "turn":
         if ("file" in t) == ("files" in t):
@@ -344,6 +344,10 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
         s["quiet_s"] = c.number(t, "quiet_s", where, local["drain_quiet_s"], pos=False)
         s["max_s"] = c.number(t, "max_s", where, local["drain_max_s"], pos=True)
     return s
+
+
+def _conditioned(kind: str) -> set[str]:
+    return {"condition"} if kind in CONDITION_STEPS else set()
 
 
 def _condition(
