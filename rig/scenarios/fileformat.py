@@ -356,9 +356,8 @@ def _condition(
     """A `condition` table (rig.conditions.spec), with where it was set (for later errors)."""
     if "condition" not in t:
         return None
-    return parse_condition(t["condition"], f"{where}.condition", c.fail, base_dir), c.source, (
-        f"{where}.condition"
-    )
+    field = f"{where}.condition"
+    return parse_condition(t["condition"], field, c.fail, base_dir), c.source, field
 
 
 def _stem(path: str) -> str:
