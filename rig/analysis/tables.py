@@ -17,6 +17,7 @@ from typing import Any
 
 from rig.analysis.aggregate import RolloutMetrics, load_run
 from rig.analysis.rollout import read_jsonl
+from rig.analysis.voicereport import reply_rows, with_reference
 from rig.extras import missing_module, require
 
 Row = dict[str, Any]
@@ -49,6 +50,9 @@ class RunTables:
     chunks: Any
     events: Any
     words: Any
+    #: one row per reply: level, level relative to the system's median, HNR, voicing,
+    #: whisper and lowered verdicts, words/s (rig.analysis.voicereport)
+    voice: Any = None
 
 
 def _scalar(v: Any) -> Any:
@@ -173,6 +177,7 @@ def load_rows(run_dir: str | Path, *, chunks: bool = True) -> dict[str, Any]:
         "chunks": [],
         "events": [],
         "words": [],
+        "voice": with_reference(reply_rows(data.rollouts))[0],
     }
     for r in data.rollouts:
         if chunks:
@@ -208,6 +213,7 @@ def load_tables(
             _frame(rows["chunks"]),
             _frame(rows["events"]),
             _frame(rows["words"]),
+            _frame(rows["voice"]),
         )
     return RunTables(
         rows["run_dir"],
@@ -217,4 +223,5 @@ def load_tables(
         rows["chunks"],
         rows["events"],
         rows["words"],
+        rows["voice"],
     )

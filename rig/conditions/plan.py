@@ -179,7 +179,9 @@ def _item_plan(
 ) -> ConditionPlan:
     out: list[PlayConditions | None] = []
     records: list[dict[str, Any]] = []
+    turn = -1  # the user turn a play is (the timing analysis numbers turns alone)
     for k, (p, cond) in enumerate(zip(plays, conds, strict=True)):
+        turn += p.role == "turn"
         if cond.empty:
             out.append(None)
             continue
@@ -210,7 +212,15 @@ def _item_plan(
         fade = min(round(FADE_S * rate), span[0])
         pc = PlayConditions(r.pcm, r.bed, base + p.nominal_start, fade)
         out.append(pc)
-        records.append({"play": k, "role": p.role, "label": p.label, **r.result})
+        records.append(
+            {
+                "play": k,
+                "turn": turn if p.role == "turn" else None,
+                "role": p.role,
+                "label": p.label,
+                **r.result,
+            }
+        )
     # before the first live play: its noise (a room is noisy before anyone speaks)
     live = next((k for k, p in enumerate(plays) if p.role != "prefill"), None)
     first = out[live] if live is not None else None
