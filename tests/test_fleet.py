@@ -19,7 +19,9 @@ from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.realtime
 
-ITEMS = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
+ITEMS = (
+    "pause", "turn_taking", "backchannel", "interruption", "user_backchannel", "whisper", "noisy",
+)  # fmt: skip
 REPEAT = 10  # 5 items x 10 = 50 rollouts
 
 

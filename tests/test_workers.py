@@ -21,7 +21,9 @@ from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 from tests.support.wait import wait_for
 
-ITEMS = ("pause", "turn_taking", "backchannel", "interruption", "user_backchannel")
+ITEMS = (
+    "pause", "turn_taking", "backchannel", "interruption", "user_backchannel", "whisper", "noisy",
+)  # fmt: skip
 
 
 def test_shards_cover_every_rollout_once_and_shares_add_up() -> None:

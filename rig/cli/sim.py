@@ -31,6 +31,13 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         help="silence after speech that ends the user's turn",
     )
     g.add_argument("--threshold-dbfs", type=float, default=-40.0, help="energy gate")
+    g.add_argument(
+        "--noise-floor-margin-db",
+        type=float,
+        default=18.0,
+        help="the gate rises to this far above the input's noise floor (the quietest 10 ms "
+        "of the last second), so steady noise does not hold a turn open; 0: a fixed gate",
+    )
     g.add_argument("--sample-rate", type=int, default=16_000)
     g.add_argument("--chunk-ms", type=float, default=40.0, help="reply chunk size")
     g.add_argument(
@@ -116,6 +123,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         latency_ms=args.latency_ms,
         endpoint_silence_ms=args.endpoint_silence_ms,
         threshold_dbfs=args.threshold_dbfs,
+        noise_floor_margin_db=args.noise_floor_margin_db if args.noise_floor_margin_db > 0 else None,
         chunk_ms=args.chunk_ms,
         reply_speed=args.reply_speed,
         reply_tone_hz=args.reply_tone_hz,

@@ -10,21 +10,50 @@ play order, growing as each starts) says where every play lies. Each sample of t
   after play k            play k's noise bed, at noise position noise_pos_k + (s - start_k),
                           until the next play starts (pauses, releases, drains: the room)
   before any live play    the first live play's bed (the pre-bed)
-At a play's start the previous bed fades out linearly over up to 10 ms, never into the
-play's speech: with no wait before it the two are the same noise and nothing changes.
+At a play's start the previous bed crossfades linearly into the play's own noise over up to
+10 ms, never into its speech; with no wait before it the two are the same noise and not a
+sample changes.
 Nothing here allocates beyond the frame, reads a clock or does I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rig.audio.pcm import Pcm16, to_int16
-from rig.conditions.plan import ConditionPlan
 from rig.conditions.render import Bed
+
+
+@dataclass(frozen=True, slots=True)
+class PlayConditions:
+    """One played audio's condition: what replaces it, and the noise after it."""
+
+    pcm: Pcm16 | None  # None: played as scripted
+    bed: Bed | None  # the noise after it until the next play (None: silence)
+    noise_pos: int  # noise position of its first sample
+    fade: int  # samples at its start over which the previous bed fades out
+
+
+@dataclass
+class ConditionPlan:
+    """What a plan's uplink hears under its conditions (sans-I/O; see rig.conditions.hook)."""
+
+    sample_rate: int
+    plays: list[PlayConditions | None]
+    pre_bed: Bed | None = None  # before the first conditioned play (a room before speech)
+    pre_pos: int = 0  # noise position of timeline sample 0 for the pre-bed
+    records: list[dict[str, Any]] = field(default_factory=list)
+    run: dict[str, Any] = field(default_factory=dict)
+
+    def frame_hook(self, played: Sequence[Any]) -> ConditionHook:
+        return ConditionHook(self, played)
+
+    def describe(self) -> dict[str, Any]:
+        return {"run": self.run, "turns": self.records}
 
 
 class ConditionHook:
@@ -84,11 +113,18 @@ class ConditionHook:
         seg: Pcm16 = pc.pcm[i0:i1]
         if i0 >= pc.fade:
             return seg
+        # the noise alone crossfades: play + (1 - w) (previous bed - this play's own bed),
+        # so the play's lead-in is untouched, and with the same noise nothing changes at all
         prev, pos = self._bed_at(k - 1, p)
         m = min(pc.fade, i1) - i0
-        w_in = (np.arange(i0, i0 + m, dtype=np.float64) + 0.5) / pc.fade
-        before = prev.render(pos, m).astype(np.float64) if prev is not None else np.zeros(m)
-        mixed = w_in * seg[:m].astype(np.float64) + (1.0 - w_in) * before
+        w_out = 1.0 - (np.arange(i0, i0 + m, dtype=np.float64) + 0.5) / pc.fade
+        delta = np.zeros(m)
+        if prev is not None:
+            delta += prev.render(pos, m)
+        if pc.bed is not None:
+            delta -= pc.bed.render(pc.noise_pos + i0, m)
+        if not delta.any():
+            return seg
         out = seg.copy()
-        out[:m] = to_int16(mixed / 32768.0)
+        out[:m] = to_int16((seg[:m] + w_out * delta) / 32768.0)
         return out

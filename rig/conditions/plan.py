@@ -16,14 +16,15 @@ switches to the next turn's noise with a short crossfade before its speech (hook
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rig.audio.pcm import Pcm16
+from rig.conditions.hook import ConditionPlan, PlayConditions
 from rig.conditions.noise import NoiseCache, rng
-from rig.conditions.render import Bed, ConditionError, render_turn
+from rig.conditions.render import ConditionError, render_turn
 from rig.conditions.spec import LEVEL_KEYS, Condition, merge
 from rig.core.director import Pause, Play
 from rig.core.plan import UserPlan, speech_bounds
@@ -47,36 +48,6 @@ class PlayInfo:
     role: str
     label: str
     nominal_start: int
-
-
-@dataclass(frozen=True, slots=True)
-class PlayConditions:
-    """One played audio's condition: what replaces it, and the noise after it."""
-
-    pcm: Pcm16 | None  # None: played as scripted
-    bed: Bed | None  # the noise after it until the next play (None: silence)
-    noise_pos: int  # noise position of its first sample
-    fade: int  # samples at its start over which the previous bed fades out
-
-
-@dataclass
-class ConditionPlan:
-    """What a plan's uplink hears under its conditions (sans-I/O; see rig.conditions.hook)."""
-
-    sample_rate: int
-    plays: list[PlayConditions | None]
-    pre_bed: Bed | None = None  # before the first conditioned play (a room before speech)
-    pre_pos: int = 0  # noise position of timeline sample 0 for the pre-bed
-    records: list[dict[str, Any]] = field(default_factory=list)
-    run: dict[str, Any] = field(default_factory=dict)
-
-    def frame_hook(self, played: Sequence[Any]) -> Any:
-        from rig.conditions.hook import ConditionHook
-
-        return ConditionHook(self, played)
-
-    def describe(self) -> dict[str, Any]:
-        return {"run": self.run, "turns": self.records}
 
 
 def plays_of(plan: UserPlan) -> list[PlayInfo]:

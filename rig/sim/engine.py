@@ -29,6 +29,7 @@ Every decision is returned as a `Truth` record on the true shared clock, for the
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,10 @@ class SimConfig:
     reply_follow_level: bool = False
     #: a turn quieter than this (RMS of its loud blocks, dBFS) gets a whispered reply
     whisper_below_dbfs: float | None = None
+    #: the gate rises to this far above the noise floor (the quietest 10 ms block RMS of the
+    #: last second: minimum statistics), so steady room noise does not hold a turn open;
+    #: clean input (digital silence between words, quiet closures) keeps the fixed gate
+    noise_floor_margin_db: float | None = 18.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -172,6 +177,7 @@ class SimEngine:
         self._audio = reply_audio if cfg.policy == "reply" else None
         self._turn_sq = 0.0  # the user turn's loud blocks: sum of squares, samples
         self._turn_n = 0
+        self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
 
     # --- input ------------------------------------------------------------------------
 
@@ -184,7 +190,7 @@ class SimEngine:
         n_blocks = data.size // self._block
         for b in range(n_blocks):
             blk = data[b * self._block : (b + 1) * self._block]
-            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._thresh)
+            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._gate(blk))
             if loud_idx.size:
                 self._loud_run += 1
                 self._turn_sq += float(np.dot(blk.astype(np.float64), blk.astype(np.float64)))
@@ -221,6 +227,16 @@ class SimEngine:
                 out.extend(self._schedule_reply(t_ns))
         self.truths.extend(out)
         return out
+
+    def _gate(self, blk: Pcm16) -> float:
+        """The energy gate for this block: fixed, or above the tracked noise floor."""
+        margin = self.cfg.noise_floor_margin_db
+        if margin is None:
+            return self._thresh
+        x = blk.astype(np.float64)
+        self._block_ms.append(float(np.dot(x, x)) / max(1, x.size))
+        floor = math.sqrt(min(self._block_ms)) * 10 ** (margin / 20)
+        return max(self._thresh, floor)
 
     def _ms(self, sample: int) -> float:
         return round(sample * 1000 / self.cfg.sample_rate, 3)
