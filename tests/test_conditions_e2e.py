@@ -48,7 +48,8 @@ steps = [
 id = "noisy"
 kind = "turn_taking"
 steps = [
-  {{ type = "turn", file = "{q}", label = "pink5", condition = {{ noise = {{ kind = "pink", snr_db = 5 }} }} }},
+  {{ type = "turn", file = "{q}", label = "pink5",
+     condition = {{ noise = {{ kind = "pink", snr_db = 5 }} }} }},
   {{ type = "drain" }},
 ]
 """
@@ -79,7 +80,9 @@ def db(x: np.ndarray) -> float:
 
 @pytest.mark.realtime
 def test_conditions_and_reply_voice_against_rig_sim(tmp_path: Path) -> None:
-    text = SCENARIO.format(q=data_path("timing", "question.wav"), p=data_path("timing", "pause_a.wav"))
+    text = SCENARIO.format(
+        q=data_path("timing", "question.wav"), p=data_path("timing", "pause_a.wav")
+    )
     (tmp_path / "s.toml").write_text(text)
     # A follows the user's level and whispers back below -30 dBFS; B replies 12 dB quieter
     sim_a, url_a = start_sim("--reply-voice", "buzz", "--reply-tone-hz", "150", "--reply-s", "0.6",
@@ -97,7 +100,9 @@ def test_conditions_and_reply_voice_against_rig_sim(tmp_path: Path) -> None:
     s = spans(voices)
     # the targets, measured on what was sent
     assert abs(db(user[slice(*s["whisper"])]) + 35.0) < 0.5
-    assert abs(20 * np.log10(np.abs(user[slice(*s["shout"])].astype(float)).max() / 32768) + 1) < 0.5
+    assert (
+        abs(20 * np.log10(np.abs(user[slice(*s["shout"])].astype(float)).max() / 32768) + 1) < 0.5
+    )
     nu, _ = sf.read(noisy / "user.wav", dtype="int16")
     clean, _ = sf.read(noisy / "user_clean.wav", dtype="int16")
     lo, hi = spans(noisy)["pink5"]

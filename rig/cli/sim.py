@@ -123,7 +123,9 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         latency_ms=args.latency_ms,
         endpoint_silence_ms=args.endpoint_silence_ms,
         threshold_dbfs=args.threshold_dbfs,
-        noise_floor_margin_db=args.noise_floor_margin_db if args.noise_floor_margin_db > 0 else None,
+        noise_floor_margin_db=args.noise_floor_margin_db
+        if args.noise_floor_margin_db > 0
+        else None,
         chunk_ms=args.chunk_ms,
         reply_speed=args.reply_speed,
         reply_tone_hz=args.reply_tone_hz,

@@ -29,8 +29,8 @@ Every decision is returned as a `Truth` record on the true shared clock, for the
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,10 @@ POLICIES: tuple[str, ...] = ("reply", "never", "always", "backchannel")
 VOICES: tuple[str, ...] = ("tone", "buzz", "whisper")
 FOLLOW_REF_DBFS = -20.0
 DEFAULT_LEVEL_DBFS = -12.0
+#: the last 100 ms are noise-like (their blocks may be the noise floor) when their peak is
+#: this many times their RMS: Gaussian noise of any colour almost always (expected ~3.4 over
+#: 1600 samples), a sine never (1.41)
+NOISE_CREST = 2.5
 #: policy -> (endpoint silence ms, latency ms, reply s) it forces (None: the config's)
 _POLICY_TIMING: dict[str, tuple[float, float, float]] = {
     "always": (100.0, 0.0, 30.0),
@@ -76,9 +80,10 @@ class SimConfig:
     reply_follow_level: bool = False
     #: a turn quieter than this (RMS of its loud blocks, dBFS) gets a whispered reply
     whisper_below_dbfs: float | None = None
-    #: the gate rises to this far above the noise floor (the quietest 10 ms block RMS of the
-    #: last second: minimum statistics), so steady room noise does not hold a turn open;
-    #: clean input (digital silence between words, quiet closures) keeps the fixed gate
+    #: the gate rises to this far above the noise floor (the quietest noise-like 10 ms block
+    #: RMS of the last second: minimum statistics), so steady room noise does not hold a
+    #: turn open; clean input (digital silence between words, quiet closures, tones) keeps
+    #: the fixed gate
     noise_floor_margin_db: float | None = 18.0
 
     def __post_init__(self) -> None:
@@ -178,6 +183,7 @@ class SimEngine:
         self._turn_sq = 0.0  # the user turn's loud blocks: sum of squares, samples
         self._turn_n = 0
         self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
+        self._recent: deque[tuple[float, float]] = deque(maxlen=100 // BLOCK_MS)  # (ms, peak)
 
     # --- input ------------------------------------------------------------------------
 
@@ -234,7 +240,15 @@ class SimEngine:
         if margin is None:
             return self._thresh
         x = blk.astype(np.float64)
-        self._block_ms.append(float(np.dot(x, x)) / max(1, x.size))
+        ms = float(np.dot(x, x)) / max(1, x.size)
+        recent = self._recent
+        recent.append((ms, float(np.max(np.abs(x))) if x.size else 0.0))
+        # only noise-like stretches can be the floor: the last 100 ms peak at least
+        # NOISE_CREST times their RMS. A steady tone (crest sqrt 2) never raises the gate,
+        # so a long tone turn stays one turn (it counts as silence here)
+        rms = math.sqrt(sum(m for m, _ in recent) / len(recent))
+        noisy = rms > 0 and max(p for _, p in recent) >= NOISE_CREST * rms
+        self._block_ms.append(ms if noisy else 0.0)
         floor = math.sqrt(min(self._block_ms)) * 10 ** (margin / 20)
         return max(self._thresh, floor)
 

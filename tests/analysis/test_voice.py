@@ -75,8 +75,10 @@ def test_words_per_second_from_asr_words() -> None:
     track = np.concatenate([np.zeros(RATE), with_hnr(15.0, 2.0)])
     words = [{"track": "system", "word": w, "start": 1.1 + 0.4 * i, "end": 1.4 + 0.4 * i}
              for i, w in enumerate("one two three four".split())]  # fmt: skip
-    out = voice.measure_replies(track, RATE, timing_of(track, [(1.0, 3.0)]),
-                                whisper_hnr_max_db=6, whisper_voiced_max=0.4, words=words)  # fmt: skip
+    out = voice.measure_replies(
+        track, RATE, timing_of(track, [(1.0, 3.0)]), whisper_hnr_max_db=6,
+        whisper_voiced_max=0.4, words=words,
+    )  # fmt: skip
     assert out["replies"][0]["words"] == 4 and out["replies"][0]["words_per_s"] == 2.0
 
 

@@ -66,3 +66,33 @@ def test_the_command_line_form() -> None:
         parse_cli(["pink"])
     with pytest.raises(ConfigError, match="--condition noise.kind: 'grey'"):
         parse_cli(["noise.kind=grey,noise.snr_db=3"])
+
+
+def test_rig_run_refuses_a_bad_condition_in_one_line_before_connecting(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rig", "run", "builtin:timing", "--target", "ws://127.0.0.1:9",
+         "--out", str(tmp_path), "--condition", "noise.kind=pink"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("rig run: error: --condition noise.snr_db")
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_missing_extra_is_the_usual_one_line_error(monkeypatch) -> None:
+    import importlib.util
+
+    from rig.conditions import apply_conditions
+    from rig.extras import MissingExtra
+    from rig.scenarios import resolve
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "colorednoise" else real(n, *a)
+    )
+    items = resolve("builtin:demo", 16_000)
+    with pytest.raises(MissingExtra, match=r"pip install 'rig-voice\[conditions\]'"):
+        apply_conditions(items, parse_cli(["noise.kind=pink,noise.snr_db=5"]), 0)
