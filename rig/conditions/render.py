@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import rig.conditions.levels as levels  # the modules, not the package (no import cycle)
+import rig.conditions.line as line
 from rig.audio.pcm import Pcm16, to_int16
-from rig.conditions import levels, line
 from rig.conditions.noise import F32, overlay
 from rig.conditions.spec import Condition
 
