@@ -29,7 +29,7 @@ name = "conditions"
 [defaults]
 pad_before_s = 0.3
 max_s = 40
-drain_quiet_s = 0.8
+drain_quiet_s = 1.5
 drain_max_s = 5
 [[items]]
 id = "voices"
@@ -47,9 +47,9 @@ steps = [
 [[items]]
 id = "noisy"
 kind = "turn_taking"
+condition = {{ noise = {{ kind = "pink", snr_db = 5 }} }}
 steps = [
-  {{ type = "turn", file = "{q}", label = "pink5",
-     condition = {{ noise = {{ kind = "pink", snr_db = 5 }} }} }},
+  {{ type = "turn", file = "{q}", label = "pink5" }},
   {{ type = "drain" }},
 ]
 """
@@ -138,10 +138,16 @@ def test_conditions_and_reply_voice_against_rig_sim(tmp_path: Path) -> None:
     assert rows[("voices", "whisper")]["whisper"] is True
     text_report = subprocess.run(
         [sys.executable, "-m", "rig", "report", str(a), "--fail-under", "whisper_rate=0.1",
-         "--max", "reply_rel_db_median=0"], capture_output=True, text=True,
+         "--max", "reply_rel_db_median=5"], capture_output=True, text=True,
     )  # fmt: skip
     assert text_report.returncode == 0, text_report.stdout + text_report.stderr
-    assert "reply voice" in text_report.stdout and "whisper" in text_report.stdout
+    assert "reply voice" in text_report.stdout and "rms -35" in text_report.stdout
+    # one of four conditioned turns got a lowered reply: a 0.5 gate on it fails
+    gated = subprocess.run(
+        [sys.executable, "-m", "rig", "report", str(a), "--fail-under", "lowered_rate=0.5"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert gated.returncode == 1 and "lowered_rate = 0.25" in gated.stderr, gated.stderr
     # sim B: every reply 12 dB under the tone's -12 dBFS, none whispered
     mb = json.loads((b / "rollouts" / "voices" / "metrics.json").read_text())
     for r in mb["timing"]["voice"]["replies"]:

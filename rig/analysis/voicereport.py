@@ -30,16 +30,24 @@ def _conditions_by_turn(m: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return out
 
 
+SHORT = {"gain_db": "gain {:+g} dB", "target_rms_dbfs": "rms {:g}", "target_peak_dbfs": "peak {:g}",
+         "target_lufs": "{:g} LUFS"}  # fmt: skip
+
+
 def _describe(cond: dict[str, Any] | None) -> str:
-    """`target_rms_dbfs=-35 noise=pink@5dB line=phone` (empty: none)."""
+    """`rms -35 pink 5dB phone` (empty: none): short enough for a report column."""
     if not cond:
         return ""
     parts = []
     for k, v in cond.items():
         if k == "noise" and isinstance(v, dict):
-            parts.append(f"noise={v.get('kind')}@{v.get('snr_db')}dB")
+            parts.append(f"{v.get('kind')} {v.get('snr_db'):g}dB")
         elif k == "line" and isinstance(v, dict):
-            parts.append(f"line={v.get('kind')}")
+            kind = v.get("kind")
+            loss = v.get("loss")
+            parts.append(f"lossy {100 * loss:g}%" if kind == "lossy" and loss else str(kind))
+        elif k in SHORT and isinstance(v, int | float):
+            parts.append(SHORT[k].format(v))
         else:
             parts.append(f"{k}={v}")
     return " ".join(parts)
