@@ -41,6 +41,6 @@ def voice_section(report: dict[str, Any]) -> list[str]:
     note = (
         f"level relative to the system's median speech level in the run "
         f"({'–' if ref is None else f'{ref:.1f}'} dBFS, {v.get('reference_from')}); whisper: "
-        f"{escape(' | '.join(sorted({str(r.get('whisper_rule')) for r in rows})))}"
+        f"{' | '.join(sorted({str(r.get('whisper_rule')) for r in rows}))}"
     )
     return ["<h2>Reply voice</h2>", f"<p class='muted'>{escape(note)}</p>", "".join(out)]
