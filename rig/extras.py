@@ -73,6 +73,18 @@ EXTRAS: dict[str, Extra] = {
             "word-level onsets (rig run --asr-model)",
         ),
         Extra("ray", ("ray>=2.9",), ("ray",), "rig run --engine ray (docs/scale-out.md)"),
+        Extra(
+            "conditions",
+            (
+                "pyloudnorm>=0.1.1",
+                "praat-parselmouth>=0.4.3",
+                "scipy>=1.10",
+                "colorednoise>=2.1",
+            ),
+            ("pyloudnorm", "parselmouth", "scipy", "colorednoise"),
+            "input conditions (target_lufs, pink noise, the phone line) and the reply voice "
+            "measures (HNR, voicing: whisper)",
+        ),
         Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
         Extra(
             "otel",
@@ -85,7 +97,9 @@ EXTRAS: dict[str, Extra] = {
 
 #: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
 #: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
-ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel")
+ALL: tuple[str, ...] = (
+    "webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel", "conditions",
+)  # fmt: skip
 #: extras left out of `all`
 NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
 

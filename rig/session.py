@@ -148,6 +148,8 @@ class Session:
             t0 += (round(self.phase * frame_ns) - t0) % frame_ns
         pacer = Pacer(self.pacer_cfg, t0, fast_frames=prefill.fast_frames, speed=prefill.speed)
         uplink = self.uplink = Uplink(steps, pacer, self.cfg.onset_threshold_dbfs)
+        if self.plan.conditions is not None:  # level, noise, line (rig.conditions)
+            uplink.hooks.append(self.plan.conditions.frame_hook(uplink.director.turns))
         cfg = self.cfg
         heard = ListenerConfig(cfg.onset_threshold_dbfs, cfg.onset_gap_ms, cfg.truncate_on_barge_in)
         self.listener = Listener(t0, heard)

@@ -33,6 +33,7 @@ from typing import Any
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.analysis.sweep import turn_taking
+from rig.analysis.voicereport import voice_summary
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
 
@@ -306,6 +307,11 @@ def aggregate(
             for (sc, it), rows in sorted(by_item.items())
         ],
         **({"settings": settings} if settings else {}),
+        # reply level relative to the system's own, whisper verdicts (rig.analysis.voicereport)
+        "voice": voice_summary(
+            (r for r in data.rollouts if r.status in statuses and (inv or not timing_invalid(r))),
+            confidence,
+        ),
     }
 
 

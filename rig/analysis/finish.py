@@ -30,6 +30,7 @@ from rig.analysis.endpoint import apply_endpointing
 from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
+from rig.analysis.voice import measure_replies
 from rig.analysis.webrtc import add_shares
 from rig.analysis.words import refine_onsets, word_metrics
 from rig.analysis.yields import acks_from_events, stream_of
@@ -65,7 +66,9 @@ def analyze_rollout(
         t0_ns = start.get("t0_ns") if start else None
     if not isinstance(t0_ns, int):
         raise ConfigError(f"{root}: no session.start event (the session never started)")
-    user, rate = read_track(root / "user.wav")
+    # the user's speech is timed on the track before conditions changed it (noise, echo)
+    clean = root / "user_clean.wav"
+    user, rate = read_track(clean if clean.exists() else root / "user.wav")
     system = np.zeros(0, np.float32)
     if (root / "system.wav").exists():
         system, sys_rate = read_track(root / "system.wav")
@@ -97,6 +100,14 @@ def analyze_rollout(
         acks_s=acks_from_events(events, t0_ns),
     )
     out.update(_words_block(root, out, params, {"user": (user, rate), "system": (system, rate)}))
+    out["voice"] = measure_replies(
+        system,
+        rate,
+        out,
+        whisper_hnr_max_db=params.whisper_hnr_max_db,
+        whisper_voiced_max=params.whisper_voiced_max,
+        words=read_jsonl(root / "words.jsonl") if (root / "words.jsonl").exists() else (),
+    )
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)

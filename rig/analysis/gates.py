@@ -61,6 +61,10 @@ def gate_values(report: dict[str, Any]) -> dict[str, float | None]:
         "pass_rate": _num((g.get("pass") or {}).get("rate")),
         "timing_valid_rate": _num((g.get("timing_valid") or {}).get("rate")),
     }
+    voice = report.get("voice") or {}
+    out["whisper_rate"] = _num((voice.get("whisper") or {}).get("rate"))
+    out["lowered_rate"] = _num((voice.get("lowered") or {}).get("rate"))
+    out["reply_rel_db_median"] = _num(voice.get("conditioned_rel_db_median"))
     lat = g.get("latency_ms") or {}
     out["n_responses"] = float(lat.get("n") or 0)
     for st in STATS:

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from rig.analysis.aggregate import COMPONENTS, ENDPOINT_PARTS
 from rig.analysis.sweep import render_settings
+from rig.analysis.voicerender import render_voice
 
 
 def _fmt(x: Any, nd: int = 0) -> str:
@@ -161,6 +162,9 @@ def print_closing(console: Console, report: dict[str, Any]) -> None:
     endpointing = render_endpointing(report)
     if endpointing is not None:
         console.print(endpointing)
+    voice = render_voice(report)
+    if voice is not None:
+        console.print(voice)
     side_by_side = render_settings(report)
     if side_by_side is not None:
         console.print(side_by_side)

@@ -20,6 +20,7 @@ from typing import Any
 from rig.analysis.aggregate import RolloutMetrics, load_run
 from rig.analysis.rollout import read_jsonl
 from rig.analysis.scorerows import SCORE_COLUMNS, load_score_rows
+from rig.analysis.voicereport import reply_rows, with_reference
 from rig.extras import missing_module, require
 
 Row = dict[str, Any]
@@ -54,6 +55,9 @@ class RunTables:
     words: Any
     scores: Any = None
     """scores.json as one row per scorer, group and metric (rig.analysis.scorerows)."""
+    #: one row per reply: level, level relative to the system's median, HNR, voicing,
+    #: whisper and lowered verdicts, words/s (rig.analysis.voicereport)
+    voice: Any = None
 
 
 def _scalar(v: Any) -> Any:
@@ -191,6 +195,7 @@ def load_rows(run_dir: str | Path, *, chunks: bool = True) -> dict[str, Any]:
         "events": [],
         "words": [],
         "scores": load_score_rows(data.run_dir),
+        "voice": with_reference(reply_rows(data.rollouts))[0],
     }
     for r in data.rollouts:
         if chunks:
@@ -227,6 +232,7 @@ def load_tables(
             _frame(rows["events"]),
             _frame(rows["words"]),
             _frame(rows["scores"], SCORE_COLUMNS),
+            _frame(rows["voice"]),
         )
     return RunTables(
         rows["run_dir"],
@@ -237,4 +243,5 @@ def load_tables(
         rows["events"],
         rows["words"],
         rows["scores"],
+        rows["voice"],
     )

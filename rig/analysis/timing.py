@@ -72,6 +72,13 @@ class TimingParams:
     yield_from: str = "stream"
     """interruption rule: `stream` (the system's own stream), `ack` (the server's
     acknowledgement) or `playback_untruncated`; never the rig-truncated track."""
+    whisper_hnr_max_db: float = 6.0
+    """A reply is whispered below this harmonics-to-noise ratio (rig.analysis.voice) ..."""
+    whisper_voiced_max: float = 0.4
+    """... and below this voiced fraction (InteractionBench's criterion)."""
+    lowered_ratio: float = 0.7
+    """A reply is lowered when its RMS is below this share of the system's median speech
+    level in the run (rig.analysis.voicereport; InteractionBench's 0.7)."""
 
     def __post_init__(self) -> None:
         validate_yield_from(self.yield_from)

@@ -66,6 +66,15 @@ def add_parser(sub: Any) -> None:
         help="auto (stored for this exact path), none, or a calibration JSON file",
     )
     p.add_argument(
+        "--condition",
+        action="append",
+        metavar="KEY=VALUE,...",
+        help="an input condition for every turn of the run (under each item's and step's own): "
+        "target_rms_dbfs=-35 | target_peak_dbfs=-1 | target_lufs=-23 | gain_db=-6, "
+        "noise.kind=pink,noise.snr_db=5 (white, pink, babble; or noise.file=F), line=phone, "
+        "line.kind=lossy,line.loss=0.05[,line.conceal=repeat] (docs/scenarios.md)",
+    )
+    p.add_argument(
         "--otel",
         action="store_true",
         help="after the run, export each rollout as an OpenTelemetry trace over OTLP/HTTP to "
@@ -113,6 +122,10 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
                 args.dialect, args.sample_rate, parse_dialect_options(args.dialect_opt)
             )
     items = resolve(args.scenario, rate)
+    from rig.conditions import apply_conditions, parse_cli
+
+    run_condition = parse_cli(getattr(args, "condition", None))
+    apply_conditions(items, run_condition, args.seed)  # rendered before anything streams
     specs = build_specs(items, args, args.target, args.transport, args.dialect)
     config = {
         "command": "run",
@@ -121,6 +134,7 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
         "dialect": args.dialect,
         "dialect_options": parse_dialect_options(args.dialect_opt),
         "sweep": parse_sweep(args.sweep),
+        "condition": run_condition.as_dict() if run_condition is not None else None,
         "sample_rate": rate,
         "session": specs[0].session_config.as_dict() if specs and specs[0].session_config else {},
     }

@@ -31,6 +31,13 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         help="silence after speech that ends the user's turn",
     )
     g.add_argument("--threshold-dbfs", type=float, default=-40.0, help="energy gate")
+    g.add_argument(
+        "--noise-floor-margin-db",
+        type=float,
+        default=18.0,
+        help="the gate rises to this far above the input's noise floor (the quietest 10 ms "
+        "of the last second), so steady noise does not hold a turn open; 0: a fixed gate",
+    )
     g.add_argument("--sample-rate", type=int, default=16_000)
     g.add_argument("--chunk-ms", type=float, default=40.0, help="reply chunk size")
     g.add_argument(
@@ -43,6 +50,29 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--reply-s", type=float, default=1.0, help="reply tone duration")
     g.add_argument("--reply-gap-ms", type=float, default=0.0, help="silence inside the reply")
     g.add_argument("--reply-wav", help="reply with this audio file instead of a tone")
+    g.add_argument(
+        "--reply-gain-db",
+        type=float,
+        default=0.0,
+        help="reply level: the tone's -12 dBFS RMS (or the --reply-wav file) + this",
+    )
+    g.add_argument(
+        "--reply-voice",
+        choices=["tone", "buzz", "whisper"],
+        default="tone",
+        help="tone (a sine), buzz (harmonics of --reply-tone-hz: voiced), whisper "
+        "(noise-excited: no harmonics); ground truth for the reply voice measures",
+    )
+    g.add_argument(
+        "--reply-follow-level",
+        action="store_true",
+        help="each reply's level follows the user's turn (+1 dB per dB above -20 dBFS RMS)",
+    )
+    g.add_argument(
+        "--whisper-below-dbfs",
+        type=float,
+        help="whisper back (noise-excited reply) to a turn quieter than this RMS",
+    )
     g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
     g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
     g.add_argument(
@@ -93,6 +123,9 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         latency_ms=args.latency_ms,
         endpoint_silence_ms=args.endpoint_silence_ms,
         threshold_dbfs=args.threshold_dbfs,
+        noise_floor_margin_db=args.noise_floor_margin_db
+        if args.noise_floor_margin_db > 0
+        else None,
         chunk_ms=args.chunk_ms,
         reply_speed=args.reply_speed,
         reply_tone_hz=args.reply_tone_hz,
@@ -102,6 +135,10 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         barge_in=not args.no_barge_in,
         yield_after_ms=args.yield_after_ms,
         policy=args.policy,
+        reply_level_dbfs=-12.0 + args.reply_gain_db,
+        reply_voice=args.reply_voice,
+        reply_follow_level=args.reply_follow_level,
+        whisper_below_dbfs=args.whisper_below_dbfs,
     )
     d = args.net_delay_ms
     net = NetConfig(

@@ -15,6 +15,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.audio.source import ArraySource, load_wav, silence
+from rig.core.framehook import PlanHooks
 
 BLOCK_MS = 10
 
@@ -52,6 +53,9 @@ class UserPlan:
     sources: list[dict[str, Any]] = field(default_factory=list)
     #: a scripted plan (rig.core.director steps); None = play `pcm` with its turns, then drain
     steps: list[Any] | None = None
+    #: input conditions (rig.conditions.ConditionPlan: level, noise, line), applied to the
+    #: uplink frames through the hook it makes (rig.core.framehook); None: as scripted
+    conditions: PlanHooks | None = None
 
     @property
     def duration_s(self) -> float:

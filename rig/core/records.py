@@ -80,9 +80,12 @@ class EventRecord:
 
 @dataclass(frozen=True, slots=True)
 class UserAudio:
-    """An uplink frame as sent: appended to user.wav (the session timeline, sample 0 = t0)."""
+    """An uplink frame as sent: appended to user.wav (the session timeline, sample 0 = t0).
+    `clean`: the same frame before the uplink's frame hooks (conditions, echo) changed it,
+    appended to user_clean.wav, the track the analysis times the user's speech on."""
 
     pcm: Pcm16
+    clean: Pcm16 | None = None
 
 
 @dataclass(frozen=True, slots=True)

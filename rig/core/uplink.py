@@ -22,6 +22,7 @@ from typing import Any
 from rig.audio.pcm import Pcm16, level_dbfs
 from rig.core.director import Director, Drain, Mark, Observation, Play, Step, TurnRecord, WaitQuiet
 from rig.core.events import ControlRequest
+from rig.core.framehook import FrameHook
 from rig.core.pacer import Pacer
 from rig.core.records import ChunkRecord, EventRecord, Record, UserAudio
 from rig.core.refmarks import PlayedMark, RefMark
@@ -77,6 +78,8 @@ class Frame:
     marks: tuple[Mark, ...]
     before: tuple[ControlRequest, ...] = field(default=())
     after: tuple[ControlRequest, ...] = field(default=())
+    #: the director's frame before the hooks changed it (None: no hooks): user_clean.wav
+    clean: Pcm16 | None = None
 
 
 class Uplink:
@@ -93,6 +96,8 @@ class Uplink:
         self.last_obs: Observation | None = None  # what the listener knew at the last frame
         self.lateness_ns: list[int] = []
         self._barges_seen = 0
+        #: frame hooks (rig.core.framehook: conditions, echo), applied in order
+        self.hooks: list[FrameHook] = []
 
     @property
     def next_seq(self) -> int:
@@ -112,8 +117,13 @@ class Uplink:
         if got is None:
             return None
         pcm, marks = got
+        clean = None
+        if self.hooks:  # what the system hears: after the director, before the send
+            clean = pcm
+            for hook in self.hooks:
+                pcm = hook.apply(pcm, seq * self.n)
         if not marks:  # most frames: no control requests to build
-            return Frame(seq, self.pacer.deadline_ns(seq), pcm, ())
+            return Frame(seq, self.pacer.deadline_ns(seq), pcm, (), clean=clean)
         before = [
             ControlRequest("turn_start", {"turn": m.data["turn"]})
             for m in marks
@@ -125,7 +135,7 @@ class Uplink:
             if m.kind == "turn.end"
         ]
         return Frame(
-            seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after)
+            seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after), clean
         )
 
     def sent(
@@ -140,7 +150,7 @@ class Uplink:
         if seq < self.pacer.fast_frames:
             extra = {**(extra or {}), "prefill_speed": self.pacer.speed}  # a fast history frame
         records: list[Record] = [
-            UserAudio(frame.pcm),
+            UserAudio(frame.pcm, frame.clean),
             ChunkRecord(
                 "up",
                 seq,

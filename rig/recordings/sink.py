@@ -70,7 +70,7 @@ class RolloutSink:
             if record.kind in RTT_KINDS:
                 self._rtt(record)
         elif isinstance(record, UserAudio):
-            rec.user_audio(record.pcm)
+            rec.user_audio(record.pcm, record.clean)
         elif isinstance(record, SystemAudio):
             rec.system_audio(record.sample_rate, record.start_sample, record.pcm)
         elif isinstance(record, SystemPad):

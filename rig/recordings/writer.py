@@ -149,6 +149,7 @@ class _RolloutFiles:
     system: WavAppender | None
     flushes: int = 0
     received: WavAppender | None = None
+    clean: WavAppender | None = None  # user_clean.wav: the user track before frame hooks
 
 
 #: errnos that mean the whole file system is out of room: the runner stops starting rollouts
@@ -310,6 +311,11 @@ class RecordingWriter:
             files.event_lines.append(_json_line(redact_urls(item[2].to_json())))
         elif op == "user":
             files.user.append(item[2])
+            if item[3] is not None:  # the frame before the uplink's hooks (conditions, echo)
+                if files.clean is None:
+                    path = os.path.join(files.dir, "user_clean.wav")
+                    files.clean = WavAppender(path, files.user.sample_rate)
+                files.clean.append(item[3])
         elif op == "system":
             rate, start, pcm = item[2], item[3], item[4]
             system = self._system(files, rate)
@@ -368,7 +374,7 @@ class RecordingWriter:
                 except OSError as exc:
                     exc.filename = exc.filename or getattr(f, "name", None)
                     raise
-        for wav in (files.user, files.system, files.received):
+        for wav in (files.user, files.system, files.received, files.clean):
             if wav is None:
                 continue
             try:
@@ -391,6 +397,8 @@ class RecordingWriter:
         files.system.close()
         if files.received is not None:
             files.received.close()
+        if files.clean is not None:
+            files.clean.close()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -413,7 +421,7 @@ def _close_quietly(files: _RolloutFiles) -> None:
     for f in (files.chunks, files.events):
         with contextlib.suppress(Exception):
             f.close()
-    for wav in (files.user, files.system, files.received):
+    for wav in (files.user, files.system, files.received, files.clean):
         if wav is not None:
             with contextlib.suppress(Exception):
                 wav.abandon()
@@ -433,8 +441,8 @@ class RolloutRecorder:
     def event(self, record: EventRecord) -> None:
         self.writer.put(("event", self.dir, record))
 
-    def user_audio(self, pcm: Pcm16) -> None:
-        self.writer.put(("user", self.dir, pcm.copy()))
+    def user_audio(self, pcm: Pcm16, clean: Pcm16 | None = None) -> None:
+        self.writer.put(("user", self.dir, pcm.copy(), None if clean is None else clean.copy()))
 
     def system_audio(self, sample_rate: int, start_sample: int, pcm: Pcm16) -> None:
         self.writer.put(("system", self.dir, sample_rate, start_sample, pcm.copy()))

@@ -23,6 +23,7 @@ from rig.analysis.rollout import RolloutView, load_rollout, read_track
 from rig.analysis.tables import timing_reason
 from rig.errors import RigError
 from rig.reporting.svg import SPLIT_COLORS, cdf_svg, split_bar_svg, timeline_svg
+from rig.reporting.voicehtml import voice_section
 
 MARK_COLORS = {
     "turn.start": "#2ca02c",
@@ -285,6 +286,7 @@ def build_html(
         cdf_svg({k: v for k, v in series.items() if v}),
         "<h2>Latency split per response</h2>",
         responses_html,
+        *voice_section(report),
         "<h2>Timing validity</h2>",
         _validity(rollouts),
         "<h2>Rollouts</h2>",

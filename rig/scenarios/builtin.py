@@ -2,7 +2,8 @@
 
 `demo`: three questions, one per rollout (what `rig demo` plays).
 `timing`: the turn-taking timing suite (pause, turn_taking, backchannel, interruption,
-user_backchannel), written in the scenario file format: `rig/data/timing/timing.toml`.
+user_backchannel, and the question whispered and in babble: input conditions), written in
+the scenario file format: `rig/data/timing/timing.toml`.
 """
 
 from __future__ import annotations
@@ -49,5 +50,6 @@ BUILTINS: dict[str, Callable[[int], list[ScenarioItem]]] = {
 
 DESCRIPTIONS: dict[str, str] = {
     "demo": "three spoken questions, one rollout each (rig demo)",
-    "timing": "turn-taking timing: pause, turn_taking, backchannel, interruption, user_backchannel",
+    "timing": "turn-taking timing: pause, turn_taking, backchannel, interruption, "
+    "user_backchannel, whisper, noisy",
 }

@@ -35,6 +35,7 @@ from rig import safejson
 from rig.analysis.timing import KINDS, TimingParams
 from rig.audio.pcm import Pcm16
 from rig.audio.source import load_wav
+from rig.conditions.spec import parse as parse_condition
 from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
@@ -84,6 +85,7 @@ ITEM_KEYS = {
     "pad_before_s",
     "pad_after_s",
     *ITEM_FIELDS,
+    "condition",
 }
 STEP_KEYS: dict[str, set[str]] = {
     "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"}
@@ -93,6 +95,8 @@ STEP_KEYS: dict[str, set[str]] = {
     "inject": {"role", "file", "offset_s", "after_s", "timeout_s", "label", "barge_in"},
     "drain": {"quiet_s", "max_s", "wait_first_s"},
 }
+#: steps that play audio take a `condition` (rig.conditions.spec)
+CONDITION_STEPS = ("turn", "inject")
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "pad_before_s": 0.5,
     "pad_after_s": 0.0,
@@ -297,6 +301,7 @@ def _item(
         ),
         "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
+        "condition": _condition(c, t, where, base_dir),
     }
     spec |= item_fields(c.source, t, where, base_dir, spec["prefill"])
     if spec["prefill_speed"] < 1:
@@ -325,8 +330,8 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     kind = raw.get("type")
     if not isinstance(kind, str) or kind not in STEP_KEYS:
         raise c.fail(f"{where}.type", f"{kind!r}: one of {', '.join(STEP_KEYS)}")
-    t = c.table(raw, where, STEP_KEYS[kind] | {"type"})
-    s: dict[str, Any] = {"type": kind}
+    t = c.table(raw, where, STEP_KEYS[kind] | {"type"} | _conditioned(kind))
+    s: dict[str, Any] = {"type": kind, "condition": _condition(c, t, where, base_dir)}
     if kind == "turn":
         if ("file" in t) == ("files" in t):
             raise c.fail(where, "give exactly one of `file` or `files`")
@@ -380,6 +385,20 @@ def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str)
     return s
 
 
+def _conditioned(kind: str) -> set[str]:
+    return {"condition"} if kind in CONDITION_STEPS else set()
+
+
+def _condition(
+    c: _Check, t: dict[str, Any], where: str, base_dir: str
+) -> tuple[Any, str, str] | None:
+    """A `condition` table (rig.conditions.spec), with where it was set (for later errors)."""
+    if "condition" not in t:
+        return None
+    field = f"{where}.condition"
+    return parse_condition(t["condition"], field, c.fail, base_dir), c.source, field
+
+
 def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
@@ -415,12 +434,14 @@ def _build(
 ) -> ScenarioItem:
     steps: list[Step] = []
     sources: list[dict[str, Any]] = []
+    plays: list[Any] = []  # per Play, in order: the step's condition (rig.conditions)
     where = f"items[{spec['id']}]"
     own = None
     if spec["prefill"]:
         play, own, info = prefill_play(c.source, spec, rate, f"{where}.prefill", cache)
         steps.append(play)
         sources.append(info)
+        plays.append(None)
     for i, s in enumerate(spec["steps"]):
         w = f"{where}.steps[{i}]"
         if s["type"] == "turn":
@@ -437,6 +458,7 @@ def _build(
                 steps.append(Pause(s["pad_before_s"]))
             marks = ref_marks(s["marks"], rate, len(pcm), i)
             steps.append(Play(pcm, s["label"], "turn", s["barge_in"], marks))
+            plays.append(s["condition"])
             if s["pad_after_s"] > 0:
                 steps.append(Pause(s["pad_after_s"]))
             src: dict[str, Any] = {"role": "turn", "paths": s["files"], "samples": len(pcm)}
@@ -458,6 +480,7 @@ def _build(
             elif s["after_s"] > 0:
                 steps.append(Pause(s["after_s"]))
             steps.append(Play(pcm, s["label"], s["role"], s["barge_in"]))
+            plays.append(s["condition"])
             sources.append({"role": s["role"], "path": s["file"], "samples": len(pcm)})
         else:
             steps.append(Drain(s["quiet_s"], s["max_s"], s["wait_first_s"]))
@@ -485,4 +508,6 @@ def _build(
     if spec["prefill_channels"]:
         meta["prefill_channels"] = spec["prefill_channels"]
     plan = UserPlan(np.zeros(0, np.int16), rate, [], sources, steps=steps)
-    return ScenarioItem(spec["id"], plan, meta, session, own_track=own)
+    return ScenarioItem(
+        spec["id"], plan, meta, session, own, condition=spec["condition"], play_conditions=plays
+    )

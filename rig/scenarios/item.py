@@ -18,3 +18,7 @@ class ScenarioItem:
     #: a two-channel prefill's other side: the system's own past track (uplink rate), for a
     #: dialect that takes it (rig.scenarios.runcheck refuses the rest before anything runs)
     own_track: Pcm16 | None = None
+    #: input conditions as set in the file (rig.conditions.spec.Condition, source, field):
+    #: the item's, and one per Play of the plan in order (None: none set there)
+    condition: tuple[Any, str, str] | None = None
+    play_conditions: list[tuple[Any, str, str] | None] = field(default_factory=list)

@@ -29,6 +29,8 @@ Every decision is returned as a `Truth` record on the true shared clock, for the
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,13 @@ from rig.clock.base import NS_PER_MS, NS_PER_S
 
 BLOCK_MS = 10
 POLICIES: tuple[str, ...] = ("reply", "never", "always", "backchannel")
+VOICES: tuple[str, ...] = ("tone", "buzz", "whisper")
+FOLLOW_REF_DBFS = -20.0
+DEFAULT_LEVEL_DBFS = -12.0
+#: the last 100 ms are noise-like (their blocks may be the noise floor) when their peak is
+#: this many times their RMS: Gaussian noise of any colour almost always (expected ~3.4 over
+#: 1600 samples), a sine never (1.41)
+NOISE_CREST = 2.5
 #: policy -> (endpoint silence ms, latency ms, reply s) it forces (None: the config's)
 _POLICY_TIMING: dict[str, tuple[float, float, float]] = {
     "always": (100.0, 0.0, 30.0),
@@ -63,10 +72,25 @@ class SimConfig:
     barge_in: bool = True
     yield_after_ms: float = 0.0
     policy: str = "reply"
+    #: the reply's voice: a sine (`tone`), a harmonic buzz at reply_tone_hz (`buzz`: voiced,
+    #: high HNR) or noise-excited (`whisper`: no harmonics); ground truth for voice measures
+    reply_voice: str = "tone"
+    #: each reply's level follows the user's turn: +1 dB per dB the turn's loud blocks sit
+    #: above or below -20 dBFS RMS (clamped to -40..+12 dB)
+    reply_follow_level: bool = False
+    #: a turn quieter than this (RMS of its loud blocks, dBFS) gets a whispered reply
+    whisper_below_dbfs: float | None = None
+    #: the gate rises to this far above the noise floor (the quietest noise-like 10 ms block
+    #: RMS of the last second: minimum statistics), so steady room noise does not hold a
+    #: turn open; clean input (digital silence between words, quiet closures, tones) keeps
+    #: the fixed gate
+    noise_floor_margin_db: float | None = 18.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.reply_voice not in VOICES:
+            raise ValueError(f"reply_voice must be one of {', '.join(VOICES)}")
 
     def effective(self) -> SimConfig:
         """The config with the timing the policy forces (docs/reference-system.md)."""
@@ -99,13 +123,31 @@ class Emit:
     response: int
 
 
-def make_reply(cfg: SimConfig, audio: Pcm16 | None = None) -> Pcm16:
-    if audio is not None:
-        return audio
-    n = round(cfg.reply_s * cfg.sample_rate)
+def make_reply(
+    cfg: SimConfig, audio: Pcm16 | None = None, voice: str | None = None, gain_db: float = 0.0
+) -> Pcm16:
+    voice = voice or cfg.reply_voice
+    # a file plays at its own level, moved by as much as reply_level_dbfs is off -12 dBFS
+    gain = 10 ** ((gain_db + cfg.reply_level_dbfs - DEFAULT_LEVEL_DBFS) / 20)
+    if audio is not None and voice != "whisper":
+        if gain == 1.0:
+            return audio
+        return np.asarray(np.clip(np.rint(audio * gain), -32768, 32767), dtype=np.int16)
+    n = round(cfg.reply_s * cfg.sample_rate) if audio is None else audio.size
     t = np.arange(n) / cfg.sample_rate
-    amp = 10 ** (cfg.reply_level_dbfs / 20) * np.sqrt(2) * 32767
-    x = (amp * np.sin(2 * np.pi * cfg.reply_tone_hz * t)).astype(np.int16)
+    rms = 10 ** ((cfg.reply_level_dbfs + gain_db) / 20) * 32767
+    if voice == "whisper":  # noise-excited: no harmonics at all (seeded: the same each time)
+        wave = np.random.default_rng(n).standard_normal(n)
+    elif voice == "buzz":  # harmonics of reply_tone_hz falling 6 dB/octave, up to 4 kHz
+        k_max = max(1, int(min(4000.0, cfg.sample_rate / 2 - 1) // cfg.reply_tone_hz))
+        wave = np.zeros(n)
+        for k in range(1, k_max + 1):
+            wave += np.sin(2 * np.pi * k * cfg.reply_tone_hz * t) / k
+    else:
+        wave = np.sin(2 * np.pi * cfg.reply_tone_hz * t)
+    wave = np.asarray(wave, dtype=np.float64)
+    wave = wave / max(float(np.sqrt(np.mean(wave**2))), 1e-12)
+    x = np.clip(rms * wave, -32768, 32767).astype(np.int16)
     if cfg.reply_gap_ms > 0:
         gap = round(cfg.reply_gap_ms / 1000 * cfg.sample_rate)
         half = n // 2
@@ -137,6 +179,11 @@ class SimEngine:
         self.truths: list[Truth] = []
         self._started: set[int] = set()
         self._cancel: Truth | None = None  # a delayed yield, due at its t_ns
+        self._audio = reply_audio if cfg.policy == "reply" else None
+        self._turn_sq = 0.0  # the user turn's loud blocks: sum of squares, samples
+        self._turn_n = 0
+        self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
+        self._recent: deque[tuple[float, float]] = deque(maxlen=100 // BLOCK_MS)  # (ms, peak)
 
     # --- input ------------------------------------------------------------------------
 
@@ -149,9 +196,11 @@ class SimEngine:
         n_blocks = data.size // self._block
         for b in range(n_blocks):
             blk = data[b * self._block : (b + 1) * self._block]
-            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._thresh)
+            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._gate(blk))
             if loud_idx.size:
                 self._loud_run += 1
+                self._turn_sq += float(np.dot(blk.astype(np.float64), blk.astype(np.float64)))
+                self._turn_n += blk.size
                 last = base + b * self._block + int(loud_idx[-1])
                 self._last_loud_sample = last
                 # the sample sits (last - chunk_start) samples after the chunk's first sample;
@@ -185,6 +234,24 @@ class SimEngine:
         self.truths.extend(out)
         return out
 
+    def _gate(self, blk: Pcm16) -> float:
+        """The energy gate for this block: fixed, or above the tracked noise floor."""
+        margin = self.cfg.noise_floor_margin_db
+        if margin is None:
+            return self._thresh
+        x = blk.astype(np.float64)
+        ms = float(np.dot(x, x)) / max(1, x.size)
+        recent = self._recent
+        recent.append((ms, float(np.max(np.abs(x))) if x.size else 0.0))
+        # only noise-like stretches can be the floor: the last 100 ms peak at least
+        # NOISE_CREST times their RMS. A steady tone (crest sqrt 2) never raises the gate,
+        # so a long tone turn stays one turn (it counts as silence here)
+        rms = math.sqrt(sum(m for m, _ in recent) / len(recent))
+        noisy = rms > 0 and max(p for _, p in recent) >= NOISE_CREST * rms
+        self._block_ms.append(ms if noisy else 0.0)
+        floor = math.sqrt(min(self._block_ms)) * 10 ** (margin / 20)
+        return max(self._thresh, floor)
+
     def _ms(self, sample: int) -> float:
         return round(sample * 1000 / self.cfg.sample_rate, 3)
 
@@ -194,15 +261,34 @@ class SimEngine:
         start = detect_ns + round(self.cfg.latency_ms * NS_PER_MS)
         self.responses += 1
         resp = self.responses
+        reply, how = self._reply_for_turn()
         step_ns = (
             0
             if self.cfg.reply_speed <= 0
             else self._chunk * NS_PER_S / self.cfg.sample_rate / self.cfg.reply_speed
         )
-        for i, off in enumerate(range(0, self.reply.size, self._chunk)):
-            pcm = self.reply[off : off + self._chunk]
+        for i, off in enumerate(range(0, reply.size, self._chunk)):
+            pcm = reply[off : off + self._chunk]
             self._queue.append(Emit(-1, start + round(i * step_ns), pcm, resp))
-        return [Truth("reply_scheduled", detect_ns, {"response": resp, "reply_start_ns": start})]
+        data = {"response": resp, "reply_start_ns": start, **how}
+        return [Truth("reply_scheduled", detect_ns, data)]
+
+    def _reply_for_turn(self) -> tuple[Pcm16, dict[str, Any]]:
+        """The reply to the turn that just ended: as configured, or following its level."""
+        cfg = self.cfg
+        rms_db = (
+            10 * math.log10(self._turn_sq / self._turn_n / 32768.0**2)
+            if self._turn_n and self._turn_sq > 0
+            else None
+        )
+        self._turn_sq, self._turn_n = 0.0, 0
+        if rms_db is None or (not cfg.reply_follow_level and cfg.whisper_below_dbfs is None):
+            return self.reply, {}
+        gain = min(12.0, max(-40.0, rms_db - FOLLOW_REF_DBFS)) if cfg.reply_follow_level else 0.0
+        quiet = cfg.whisper_below_dbfs is not None and rms_db < cfg.whisper_below_dbfs
+        voice = "whisper" if quiet else cfg.reply_voice
+        how = {"user_rms_dbfs": round(rms_db, 2), "reply_gain_db": round(gain, 2), "voice": voice}
+        return make_reply(cfg, self._audio, voice, gain), how
 
     def _barge_in(self, t_ns: int) -> list[Truth]:
         if not self.cfg.barge_in or not self._queue:

@@ -262,6 +262,8 @@ def test_builtin_timing_suite_and_its_audio() -> None:
         "backchannel": "backchannel",
         "interruption": "interruption",
         "user_backchannel": "user_backchannel",
+        "whisper": "turn_taking",
+        "noisy": "turn_taking",
     }
     by_id = {i.item_id: i for i in items}
     # the pause item: one turn whose audio holds a 1.5 s silence between two speech parts
@@ -301,6 +303,8 @@ def test_rig_scenarios_lists_the_builtin_suites() -> None:
         "backchannel",
         "interruption",
         "user_backchannel",
+        "whisper",
+        "noisy",
     ]
     r = subprocess.run(
         [sys.executable, "-m", "rig", "scenarios", "builtin:nope"], capture_output=True, text=True
