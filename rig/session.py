@@ -34,7 +34,7 @@ from rig.core.metrics import Outcome, build_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
 from rig.core.records import EventRecord
-from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge
+from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge, log_figure_bounds
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
@@ -322,6 +322,7 @@ class Session:
             if frame.before:  # manual activity markers lead the audio they mark
                 await self._emit(frame.before)
             t_sent = await self._send_audio(frame)
+            self.watch.monitor.sent(frame.deadline_ns, t_sent)  # a probe of the loop's lag
             records, barge_ins = uplink.sent(frame, t_sent, self.transport.sent_extra(seq))
             self.sink.put_all(records)
             if t_sent - frame.deadline_ns > behind_ns and self._blocked_ns > behind_ns // 2:
@@ -476,7 +477,11 @@ class Session:
         stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
         xruns = metrics.get("device_xruns")
         xruns = xruns if isinstance(xruns, int) else 0
-        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance, xruns)
+        figures = None
+        if self.log is not None and loop is not None:
+            responses = metrics.get("responses") or []
+            figures = log_figure_bounds(self.log, responses, self.watch.monitor, self.tolerance)
+        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance, xruns, figures)
         metrics["timing_valid"] = verdict.valid
         metrics["rig_timing"] = verdict.as_dict(self.tolerance)
 

@@ -3,30 +3,40 @@
 Every stamp the rig takes (a send, an arrival) is taken on the event loop; when the loop is
 late, so is every stamp, whatever the transport. A rollout's numbers are only as good as
 the loop that took them, so each rollout gets a verdict on the rig itself, distinct from the
-turn-taking `timing` block:
+turn-taking `timing` block. The verdict bounds the error of what was measured, figure by
+figure (calibrated against the reference system's truth: bench/selfcheck.py, docs/pacing.md):
 
-  uplink lateness   p99 of the rollout's own frames beyond `lateness_p99_ms` (default 5)
-  stalls            any frame more than one frame late
-  loop lag          how late a cheap periodic task on the loop woke, measured all the time
-                    (also while the rollout only receives): p99 beyond `loop_lag_p99_ms`
-                    or any single lag beyond `loop_lag_max_ms` (default: one frame)
-  run delay         time the loop thread was runnable but waited for a CPU (the kernel's
-                    schedstat), as a share of the rollout's time beyond `run_delay_share`
-  writer backlog    records queued for the writer thread beyond `writer_backlog_max`
+  uplink pacing     the rollout's own frames, send time minus deadline (measured exactly):
+                    p99 beyond `lateness_p99_ms` (default 5), or any frame more than one
+                    frame late (a stall)
+  reply onsets      each onset's arrival stamp is late by at most the loop's lag at that
+                    moment: the largest lag of any wake-up on the loop (monitor ticks, every
+                    rollout's frame sends) within `near_ms` of the stamp, beyond `figure_ms`
+  latencies         onset stamp bound + how late the frame holding the user's end was sent
+                    (latency counts from that send), beyond `figure_ms`
+  loop stalls       any single loop lag beyond `loop_lag_max_ms` (default: one frame)
+
+What is recorded but not judged, because it bounds no stamp: the lag p50/p99 of the whole
+rollout, the loop thread's run-queue wait (schedstat: on two cores some wait is certain and
+harmless; a wait that delays a stamp shows as lag there), steal, and the writer's backlog (its
+hand-off never blocks the loop; its share of the GIL shows as lag).
 
 `LoopMonitor` is sans-I/O: the shell (rig.loopwatch) feeds it (due, woke) pairs, run-delay
-totals and backlog samples with their times; a rollout takes a `mark()` when it starts and
-`since(mark, t_ns)` when it ends. Lag goes into a fixed histogram (0.25 ms bins), so a mark
-is a copy of ~400 ints and a summary needs no sort of the rollout's samples.
+totals and backlog samples with their times, the sessions their frames' (deadline, send); a
+rollout takes a `mark()` when it starts and `since(mark, t_ns)` when it ends. Lag goes into a
+fixed histogram (0.25 ms bins), so a mark is a copy of ~400 ints and a summary needs no sort
+of the rollout's samples; lags above 1 ms are kept with their times for the figure bounds.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rig.core.log import SessionLog
 from rig.core.units import NS_PER_MS
 
 BIN_NS = 250_000  # 0.25 ms
@@ -34,17 +44,22 @@ N_BINS = 400  # 0..100 ms, the last bin holds everything above
 #: lags, run delays and backlogs above these are kept one by one (for maxima in a window)
 KEEP_LAG_NS = NS_PER_MS
 KEEP_EVENTS = 200_000
+#: late sends closer together than this are kept as one (the largest)
+MERGE_NS = NS_PER_MS
 
 
 @dataclass(frozen=True, slots=True)
 class TimingTolerance:
     """What the rig tolerates of itself before a rollout's timing is not valid."""
 
+    #: pacing: p99 of the rollout's frames' lateness (`--timing-tolerance-ms`)
     lateness_p99_ms: float = 5.0
-    loop_lag_p99_ms: float = 5.0
+    #: the error bound of every measured figure (reply onsets, latencies; the same option)
+    figure_ms: float = 5.0
+    #: any single loop lag (`--loop-lag-max-ms`, default one frame)
     loop_lag_max_ms: float = 20.0
-    run_delay_share: float = 0.05
-    writer_backlog_max: int = 5_000
+    #: how far from a stamp a wake-up's lag still counts for it (the monitor's tick period)
+    near_ms: float = 10.0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -94,6 +109,10 @@ class LoopMonitor:
         self._run_delay_ns: int | None = None
         self._steal_ns: int | None = None
         self.max_lag_ns = 0
+        #: late frame sends of every stream on the loop (> KEEP_LAG_NS; one per
+        #: MERGE_NS, its largest lag: 50 streams late together are one event)
+        self._send_t: deque[int] = deque(maxlen=KEEP_EVENTS)
+        self._send_lag: deque[int] = deque(maxlen=KEEP_EVENTS)
 
     def tick(self, due_ns: int, woke_ns: int) -> int:
         """The periodic task was due at `due_ns` and ran at `woke_ns`; returns the lag."""
@@ -106,6 +125,28 @@ class LoopMonitor:
         if lag > self.max_lag_ns:
             self.max_lag_ns = lag
         return lag
+
+    def sent(self, due_ns: int, sent_ns: int) -> None:
+        """A stream on this loop sent a frame due at `due_ns` at `sent_ns`: a wake-up like a
+        tick, and with many streams a far denser probe of the loop's lag than the ticks."""
+        lag = sent_ns - due_ns
+        if lag <= KEEP_LAG_NS:
+            return
+        if self._send_t and sent_ns - self._send_t[-1] < MERGE_NS:
+            if lag > self._send_lag[-1]:
+                self._send_lag[-1] = lag
+            return
+        self._send_t.append(sent_ns)
+        self._send_lag.append(lag)
+
+    def lag_near(self, t_ns: int, within_ns: int) -> int:
+        """The largest lag of any wake-up on the loop (tick or frame send) in
+        [t_ns - within_ns, t_ns + within_ns]: how late the loop got to things around a stamp
+        taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
+        lo, hi = t_ns - within_ns, t_ns + within_ns
+        worst = _max_between(self._big_t, self._big_lag, lo, hi)
+        worst = max(worst, _max_between(self._send_t, self._send_lag, lo, hi))
+        return max(worst, KEEP_LAG_NS)
 
     def run_delay(self, total_wait_ns: int) -> None:
         """The loop thread's total run-queue wait so far (schedstat's second field)."""
@@ -155,6 +196,12 @@ class LoopMonitor:
         )
 
 
+def _max_between(ts: deque[int], vs: deque[int], lo_ns: int, hi_ns: int) -> int:
+    i = bisect.bisect_left(ts, lo_ns)
+    j = bisect.bisect_right(ts, hi_ns)
+    return max((vs[k] for k in range(i, j)), default=0)
+
+
 def _max_after(ts: deque[int], vs: deque[int], t_ns: int) -> int | None:
     i = bisect.bisect_left(ts, t_ns)
     if i >= len(ts):
@@ -177,6 +224,85 @@ def _quantile_ms(counts: list[int], n: int, q: float) -> float | None:
         if acc >= need:
             return round((i + 1) * BIN_NS / NS_PER_MS, 3)
     return round(N_BINS * BIN_NS / NS_PER_MS, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class FigureBounds:
+    """How far off each measured figure of one rollout can be, from the loop's own record.
+    `onset_ms[k]`: the delay bound of onset k's arrival stamp (the onset's downlink chunk
+    `onset_seq[k]`); `latency_ms[j]`: the error bound of response j's latency (the turn
+    `latency_turn[j]`)."""
+
+    onset_seq: tuple[int, ...] = ()
+    onset_ms: tuple[float, ...] = ()
+    latency_turn: tuple[int, ...] = ()
+    latency_ms: tuple[float, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "onsets": [{"seq": q, "stamp_ms": b} for q, b in zip(self.onset_seq, self.onset_ms)],
+            "latencies": [
+                {"turn": t, "error_ms": b} for t, b in zip(self.latency_turn, self.latency_ms)
+            ],
+        }
+
+
+def figure_bounds(
+    monitor: LoopMonitor,
+    onsets: Sequence[tuple[int, int]],
+    responses: Sequence[tuple[int, int, int]],
+    send_ns: Sequence[int],
+    lateness_ns: Sequence[int],
+    tolerance: TimingTolerance,
+) -> FigureBounds:
+    """Error bounds of a rollout's figures. `onsets`: (chunk seq, arrival stamp) of each
+    reply onset; `responses`: (turn, user end, onset stamp) of each answered turn; `send_ns`
+    and `lateness_ns`: the rollout's uplink frames in order.
+
+    An arrival stamp is late by how long the loop took to get to the socket, which is what
+    every wake-up near it measured (`lag_near`). A latency runs from the user's end as sent
+    (the send stamp of the frame holding it: exact) to the onset stamp, so it is off by the
+    onset stamp's delay plus how late that frame went out (the user stopped on schedule). The
+    frame whose arrival let the system detect the end moves the reply too, but which frame
+    that was only the system knows: the pacing checks bound it (bench/selfcheck.py measured
+    how often they miss it)."""
+    near = round(tolerance.near_ms * NS_PER_MS)
+    stamp = {t: monitor.lag_near(t, near) for _, t in onsets}
+    for _, _, t in responses:
+        stamp.setdefault(t, monitor.lag_near(t, near))
+    lat: list[float] = []
+    for _, end_ns, onset_ns in responses:
+        i = bisect.bisect_right(send_ns, end_ns) - 1  # the frame holding the user's end
+        late = lateness_ns[i] if 0 <= i < len(lateness_ns) else 0
+        lat.append(_ms(stamp[onset_ns] + max(0, late)))
+    return FigureBounds(
+        onset_seq=tuple(q for q, _ in onsets),
+        onset_ms=tuple(_ms(stamp[t]) for _, t in onsets),
+        latency_turn=tuple(turn for turn, _, _ in responses),
+        latency_ms=tuple(lat),
+    )
+
+
+def log_figure_bounds(
+    log: SessionLog,
+    responses: Sequence[Mapping[str, Any]],
+    monitor: LoopMonitor,
+    tolerance: TimingTolerance,
+) -> FigureBounds:
+    """`figure_bounds` of a finished session: its onsets and frames from the log, its answered
+    turns from metrics' `responses`; each onset at its chunk's arrival stamp."""
+    arrival = {c.seq: c.t_ns for c in log.heard}
+    onsets = [(o.chunk_seq, arrival.get(o.chunk_seq, o.arrival_ns)) for o in log.onsets]
+    answered: list[tuple[int, int, int]] = []
+    for r in responses:
+        seq, end, onset = r.get("onset_chunk_seq"), r.get("user_end_ns"), r.get("onset_arrival_ns")
+        if isinstance(seq, int) and isinstance(end, int) and isinstance(onset, int):
+            answered.append((int(r.get("turn") or 0), end, arrival.get(seq, onset)))
+    return figure_bounds(monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance)
+
+
+def _ms(ns: int) -> float:
+    return round(ns / NS_PER_MS, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +329,11 @@ def judge(
     loop: LoopStats | None,
     tolerance: TimingTolerance,
     device_xruns: int = 0,
+    figures: FigureBounds | None = None,
 ) -> Verdict:
-    """The verdict on the rig's own timing for one rollout, with every reason it failed.
-    A sound-card xrun is the rig's own audio path missing its deadline, like a stall."""
+    """The verdict on the rig's own timing for one rollout, with every reason it failed (one
+    line each). A sound-card xrun is the rig's own audio path missing its deadline, like a
+    stall."""
     tol = tolerance
     reasons: list[str] = []
     if device_xruns:
@@ -216,23 +344,31 @@ def judge(
         reasons.append(f"{stalls} stalled frame{'s' if stalls != 1 else ''}")
     if loop is None:
         reasons.append("event loop lag not measured")
-    else:
-        if loop.lag_p99_ms is not None and loop.lag_p99_ms > tol.loop_lag_p99_ms:
-            lag = loop.lag_p99_ms
-            reasons.append(f"event loop lag p99 {lag:.2f} ms > {tol.loop_lag_p99_ms} ms")
-        if loop.lag_max_ms is not None and loop.lag_max_ms > tol.loop_lag_max_ms:
-            lag = loop.lag_max_ms
-            reasons.append(f"event loop lag max {lag:.1f} ms > {tol.loop_lag_max_ms} ms")
-        if loop.run_delay_share is not None and loop.run_delay_share > tol.run_delay_share:
-            reasons.append(
-                f"loop thread waited for a CPU {loop.run_delay_share:.1%} of the time "
-                f"(> {tol.run_delay_share:.0%})"
-            )
-        if loop.backlog_max > tol.writer_backlog_max:
-            reasons.append(f"writer backlog {loop.backlog_max} records > {tol.writer_backlog_max}")
+    elif loop.lag_max_ms is not None and loop.lag_max_ms > tol.loop_lag_max_ms:
+        reasons.append(f"event loop lag max {loop.lag_max_ms:.1f} ms > {tol.loop_lag_max_ms} ms")
+    if figures is not None:
+        reasons.extend(_figure_reasons(figures, tol.figure_ms))
     measured: dict[str, Any] = {
         "uplink_lateness_p99_ms": lateness_p99_ms,
         "stalls": stalls,
         "loop": None if loop is None else loop.as_dict(),
+        "figures": None if figures is None else figures.as_dict(),
     }
     return Verdict(not reasons, tuple(reasons), measured)
+
+
+def _figure_reasons(f: FigureBounds, limit_ms: float) -> list[str]:
+    out: list[str] = []
+    bad = [b for b in f.onset_ms if b > limit_ms]
+    if bad:
+        out.append(
+            f"{len(bad)} of {len(f.onset_ms)} reply onsets stamped up to {max(bad):.1f} ms "
+            f"late (the loop's lag at their arrival; > {limit_ms} ms)"
+        )
+    bad = [b for b in f.latency_ms if b > limit_ms]
+    if bad:
+        out.append(
+            f"{len(bad)} of {len(f.latency_ms)} latencies off by up to {max(bad):.1f} ms "
+            f"(onset stamp + the user's end sent late; > {limit_ms} ms)"
+        )
+    return out
