@@ -4,16 +4,22 @@ matrix (bench/selfcheck.py runs the fleets; this module is pure and reads files 
 The rollout is found in the truth log by its first uplink frame (`recv_chunk` seq 0 carries
 the rig's send stamp as `client_ts_ms`). Then, per rollout:
 
-  pacing     every uplink frame's lateness at the sim's socket, `t_wire_ns` minus the rig's
-             deadline `t_sched_ns` (matched by seq): p99 and max
+  pacing     every uplink frame's lateness, the rig's send stamp (taken just before the
+             write) minus its deadline: p99 and max. Checked against the sim: its receive
+             stamp (`t_wire_ns`, by seq) never precedes the rig's send stamp
+             (`sent_to_sim_min_ms` >= 0). The sim's receive stamps themselves are not the
+             truth of the send: its reader task takes them when its loop gets there, so with
+             100 connections they trail the send by up to 40 ms while the rig's stamps were
+             within 12 ms of the deadlines
   onsets     every reply onset the rig found: the rig's arrival stamp of the onset's chunk
              minus the sim's send stamp of the same chunk (the k-th downlink audio message
              of a connection is the k-th `reply_chunk` of it: TCP keeps order)
   latencies  each answered turn: the rig's (arrival) latency minus the latency an ideal rig
              would have measured (stamps exact, every frame on its deadline): the true send
-             time of the onset chunk, less the lateness of the frame whose arrival made the
-             sim detect the end of speech (a late frame there delays the reply), minus the
-             *scheduled* time of the user's end sample
+             time of the onset chunk, less how late the rig sent the frame whose arrival made
+             the sim detect the end of speech (a late frame there delays the reply; the sim's
+             own lag in reading it is the system's time), minus the *scheduled* time of the
+             user's end sample
   detect     the same for `detect_ms` (the sim's detection instead of the onset)
   generation `generation_ms` against the sim's own interval (detection to first reply chunk due)
 
@@ -113,8 +119,15 @@ def actual_errors(
     recv = {e["seq"]: e for e in events if e["event"] == "recv_chunk"}
     sent = [e for e in events if e["event"] == "reply_chunk"]
     sched = {c["seq"]: c["t_sched_ns"] for c in up}
-    pace = [recv[s]["t_wire_ns"] - sched[s] for s in sched if s in recv]
-    pace_ms = np.asarray(pace, dtype=np.float64) / 1e6
+    late = {c["seq"]: c["t_ns"] - c["t_sched_ns"] for c in up}
+    # pacing: the rig's send stamps (taken just before the write), checked against the sim:
+    # its receive stamp never precedes one; the sim's own receive stamps carry its loop's lag
+    pace_ms = np.asarray(list(late.values()), dtype=np.float64) / 1e6
+    pace = list(late.values())
+    wire = [recv[c["seq"]]["t_wire_ns"] - c["t_ns"] for c in up if c["seq"] in recv]
+    sim_late = np.asarray(
+        [recv[q]["t_wire_ns"] - sched[q] for q in sched if q in recv], dtype=np.float64
+    )
     # frames by the sim's receive time, to find the one that completed the endpointing
     recv_at = defaultdict(list)
     for e in recv.values():
@@ -122,11 +135,15 @@ def actual_errors(
     ends = [e for e in events if e["event"] == "speech_end"]
     starts = {e["response"]: e for e in events if e["event"] == "reply_start"}
     sched_by = {e["response"]: e for e in events if e["event"] == "reply_scheduled"}
-    chunk_err = [d["t_ns"] - s["t_ns"] for d, s in zip(down, sent)]  # by order
+    chunk_err = [d["t_ns"] - s["t_ns"] for d, s in zip(down, sent, strict=False)]  # by order
     out: dict[str, Any] = {
         "frames": len(pace),
         "pace_p99_ms": round(float(np.percentile(pace_ms, 99)), 3) if pace else None,
         "pace_max_ms": round(float(pace_ms.max()), 3) if pace else None,
+        "frames_at_sim": len(wire),
+        "sent_to_sim_min_ms": _ms(min(wire)) if wire else None,  # < 0: a stamp after the send
+        "sent_to_sim_max_ms": _ms(max(wire)) if wire else None,
+        "sim_pace_p99_ms": round(float(np.percentile(sim_late, 99)) / 1e6, 3) if wire else None,
         "down_matched": min(len(down), len(sent)),
         "down_rig": len(down),
         "down_truth": len(sent),
@@ -153,8 +170,8 @@ def actual_errors(
         if f < 0:
             continue
         end_sched = up[f]["t_sched_ns"] + (r["user_end_ns"] - send[f])
-        det = max(recv_at.get(end["t_ns"], [-1]))
-        det_late = recv[det]["t_wire_ns"] - sched[det] if det in sched else 0
+        det = max(recv_at.get(end["t_ns"], [-1]))  # the frame that completed the endpointing
+        det_late = late.get(det, 0)  # the rig's part of its delay (the sim's lag is the system's)
         off = r["onset_arrival_ns"] - down[k]["t_ns"]  # the onset's sample in its chunk
         ideal_onset = sent[k]["t_ns"] + off - det_late
         ideal_lat = (ideal_onset - end_sched) / 1e6
@@ -264,4 +281,30 @@ def matrix(
         "passed_good": tn,
         "false_alarm_rate": round(fp / good, 4) if good else None,
         "miss_rate": round(fn / badn, 4) if badn else None,
+    }
+
+
+def onset_matrix(rows: Iterable[dict[str, Any]], tol_ms: float = 5.0) -> dict[str, Any]:
+    """Figure level: every reply onset's stamp bound (> tol: flagged) against its actual
+    stamp error (|err| > tol: off)."""
+    tp = fp = fn = tn = 0
+    worst_gap = 0.0  # the largest error above its bound (a bound that did not hold)
+    for row in rows:
+        if row.get("truth") is None or row.get("status") != "ok":
+            continue
+        for o in row["truth"]["onsets"]:
+            off, flagged = abs(o["err_ms"]) > tol_ms, o["bound_ms"] > tol_ms
+            tp += off and flagged
+            fn += off and not flagged
+            fp += flagged and not off
+            tn += not off and not flagged
+            worst_gap = max(worst_gap, abs(o["err_ms"]) - o["bound_ms"])
+    return {
+        "flagged_off": tp,
+        "missed_off": fn,
+        "false_alarm": fp,
+        "passed_good": tn,
+        "false_alarm_rate": round(fp / (fp + tn), 4) if fp + tn else None,
+        "miss_rate": round(fn / (tp + fn), 4) if tp + fn else None,
+        "worst_error_above_bound_ms": round(worst_gap, 3),
     }

@@ -240,9 +240,13 @@ class FigureBounds:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "onsets": [{"seq": q, "stamp_ms": b} for q, b in zip(self.onset_seq, self.onset_ms)],
+            "onsets": [
+                {"seq": q, "stamp_ms": b}
+                for q, b in zip(self.onset_seq, self.onset_ms, strict=True)
+            ],
             "latencies": [
-                {"turn": t, "error_ms": b} for t, b in zip(self.latency_turn, self.latency_ms)
+                {"turn": t, "error_ms": b}
+                for t, b in zip(self.latency_turn, self.latency_ms, strict=True)
             ],
         }
 
