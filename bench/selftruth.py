@@ -234,18 +234,36 @@ def old_flag(row: dict[str, Any]) -> bool:
     )
 
 
+def onset_bound(o: dict[str, Any], window: tuple[float, float] | None) -> float:
+    """An onset's stamp bound, as recorded, or from the late wake-ups recorded around it
+    within (before, after) ms of the stamp."""
+    if window is None or "near" not in o:
+        return float(o["stamp_ms"])
+    lo, hi = -window[0], window[1]
+    return max([1.0, *(lag for dt, lag in o["near"] if lo <= dt <= hi)])
+
+
 def new_flag(
-    row: dict[str, Any], figure_ms: float = 5.0, p99_ms: float = 5.0, lag_max_ms: float = 20.0
+    row: dict[str, Any],
+    figure_ms: float = 5.0,
+    p99_ms: float = 5.0,
+    lag_max_ms: float = 20.0,
+    window: tuple[float, float] | None = None,
+    decision: bool = True,
 ) -> bool:
     """The new verdict's checks (rig.core.selfcheck.judge), recomputed from what the rollout
-    recorded (each onset's stamp bound, the lateness of each user's end frame) at any
-    thresholds."""
+    recorded (each onset's stamp bound and the lags around it, the lateness of each user's
+    end frame and of its decision's frames) at any thresholds."""
     r = row["rig"]
-    onsets = {o["seq"]: o["stamp_ms"] for o in (r["figures"] or {}).get("onsets") or []}
-    latency = [
-        onsets.get(x["onset_seq"], 0.0) + max(0.0, x["end_frame_late_ms"])
-        for x in (row["truth"] or {}).get("responses") or []
-    ]
+    fig = r["figures"] or {}
+    onsets = {o["seq"]: onset_bound(o, window) for o in fig.get("onsets") or []}
+    parts = {x["turn"]: x for x in fig.get("latencies") or []}
+    latency = []
+    for x in (row["truth"] or {}).get("responses") or []:
+        got = parts.get(x["turn"]) or {}
+        dec = (got.get("decision_late_ms") or 0.0) if decision else 0.0
+        end = got.get("end_late_ms", x["end_frame_late_ms"])
+        latency.append(onsets.get(x["onset_seq"], 0.0) + max(0.0, end) + dec)
     return bool(
         (r["lateness_p99_ms"] or 0) > p99_ms
         or (r["stalls"] or 0) > 0

@@ -13,7 +13,9 @@ figure (calibrated against the reference system's truth: bench/selfcheck.py, doc
                     moment: the largest lag of any wake-up on the loop (monitor ticks, every
                     rollout's frame sends) within `near_ms` of the stamp, beyond `figure_ms`
   latencies         onset stamp bound + how late the frame holding the user's end was sent
-                    (latency counts from that send), beyond `figure_ms`
+                    (latency counts from that send) + how late the frames went out that the
+                    system's decision event (speech_stopped, ...) says it endpointed on,
+                    beyond `figure_ms`
   loop stalls       any single loop lag beyond `loop_lag_max_ms` (default: one frame)
 
 What is recorded but not judged, because it bounds no stamp: the lag p50/p99 of the whole
@@ -34,10 +36,10 @@ import bisect
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rig.core.log import SessionLog
-from rig.core.units import NS_PER_MS
+from rig.core.units import NS_PER_MS, NS_PER_S
 
 BIN_NS = 250_000  # 0.25 ms
 N_BINS = 400  # 0..100 ms, the last bin holds everything above
@@ -148,6 +150,17 @@ class LoopMonitor:
         worst = max(worst, _max_between(self._send_t, self._send_lag, lo, hi))
         return max(worst, KEEP_LAG_NS)
 
+    def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
+        """The kept late wake-ups (tick or send) in [t_ns - within_ns, t_ns + within_ns] as
+        (woke - t_ns, lag), at most `most` of them (the largest lags), in time order: what
+        a flagged onset's bound was made of."""
+        lo, hi = t_ns - within_ns, t_ns + within_ns
+        found: list[tuple[int, int]] = []
+        for ts, vs in ((self._big_t, self._big_lag), (self._send_t, self._send_lag)):
+            i, j = bisect.bisect_left(ts, lo), bisect.bisect_right(ts, hi)
+            found.extend((ts[k] - t_ns, vs[k]) for k in range(i, j))
+        return sorted(sorted(found, key=lambda e: -e[1])[:most])
+
     def run_delay(self, total_wait_ns: int) -> None:
         """The loop thread's total run-queue wait so far (schedstat's second field)."""
         self._run_delay_ns = total_wait_ns
@@ -237,54 +250,99 @@ class FigureBounds:
     onset_ms: tuple[float, ...] = ()
     latency_turn: tuple[int, ...] = ()
     latency_ms: tuple[float, ...] = ()
+    #: per onset, the late wake-ups its bound was made of: (ms from the stamp, lag ms)
+    onset_near: tuple[tuple[tuple[float, float], ...], ...] = ()
+    #: per latency: how late its end frame and its decision's frames went out (ms; None: the
+    #: system sent no decision event)
+    latency_parts: tuple[tuple[float, float | None], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        near = self.onset_near or tuple(() for _ in self.onset_seq)
+        parts = self.latency_parts or tuple((0.0, None) for _ in self.latency_turn)
         return {
             "onsets": [
-                {"seq": q, "stamp_ms": b}
-                for q, b in zip(self.onset_seq, self.onset_ms, strict=True)
+                {"seq": q, "stamp_ms": b, "near": [list(e) for e in n]}
+                for q, b, n in zip(self.onset_seq, self.onset_ms, near, strict=True)
             ],
             "latencies": [
-                {"turn": t, "error_ms": b}
-                for t, b in zip(self.latency_turn, self.latency_ms, strict=True)
+                {"turn": t, "error_ms": b, "end_late_ms": p[0], "decision_late_ms": p[1]}
+                for t, b, p in zip(self.latency_turn, self.latency_ms, parts, strict=True)
             ],
         }
+
+
+class Answered(NamedTuple):
+    """One answered turn, as the figure bounds need it (shared-clock ns)."""
+
+    turn: int
+    end_ns: int  # the user's end as sent
+    onset_ns: int  # the reply onset's arrival stamp
+    #: (from, to): sends in this span may hold the frame whose arrival let the system detect
+    #: the end (before the arrival of its decision event, e.g. speech_stopped); None: no event
+    decided: tuple[int, int] | None = None
 
 
 def figure_bounds(
     monitor: LoopMonitor,
     onsets: Sequence[tuple[int, int]],
-    responses: Sequence[tuple[int, int, int]],
+    responses: Sequence[Answered],
     send_ns: Sequence[int],
     lateness_ns: Sequence[int],
     tolerance: TimingTolerance,
 ) -> FigureBounds:
     """Error bounds of a rollout's figures. `onsets`: (chunk seq, arrival stamp) of each
-    reply onset; `responses`: (turn, user end, onset stamp) of each answered turn; `send_ns`
-    and `lateness_ns`: the rollout's uplink frames in order.
+    reply onset; `responses`: each answered turn; `send_ns` and `lateness_ns`: the
+    rollout's uplink frames in order.
 
     An arrival stamp is late by how long the loop took to get to the socket, which is what
     every wake-up near it measured (`lag_near`). A latency runs from the user's end as sent
     (the send stamp of the frame holding it: exact) to the onset stamp, so it is off by the
-    onset stamp's delay plus how late that frame went out (the user stopped on schedule). The
-    frame whose arrival let the system detect the end moves the reply too, but which frame
-    that was only the system knows: the pacing checks bound it (bench/selfcheck.py measured
-    how often they miss it)."""
+    onset stamp's delay plus how late that frame went out (the user stopped on schedule),
+    plus how late the frame went out whose arrival let the system detect the end (the reply
+    waits for it). Which frame that was only the system knows; where it says when it
+    decided (a decision event), the frames sent in the round trip before that event's
+    arrival are the candidates; where it does not, the pacing checks bound it."""
     near = round(tolerance.near_ms * NS_PER_MS)
     stamp = {t: monitor.lag_near(t, near) for _, t in onsets}
-    for _, _, t in responses:
-        stamp.setdefault(t, monitor.lag_near(t, near))
+    responses = [Answered(*r) for r in responses]  # plain tuples welcome
+    for r in responses:
+        stamp.setdefault(r.onset_ns, monitor.lag_near(r.onset_ns, near))
     lat: list[float] = []
-    for _, end_ns, onset_ns in responses:
-        i = bisect.bisect_right(send_ns, end_ns) - 1  # the frame holding the user's end
-        late = lateness_ns[i] if 0 <= i < len(lateness_ns) else 0
-        lat.append(_ms(stamp[onset_ns] + max(0, late)))
+    parts: list[tuple[float, float | None]] = []
+    for r in responses:
+        i = bisect.bisect_right(send_ns, r.end_ns) - 1  # the frame holding the user's end
+        end_late = max(0, lateness_ns[i]) if 0 <= i < len(lateness_ns) else 0
+        decided = None
+        if r.decided is not None:
+            lo = bisect.bisect_left(send_ns, r.decided[0])
+            hi = bisect.bisect_right(send_ns, r.decided[1])
+            decided = max((max(0, lateness_ns[k]) for k in range(lo, hi)), default=0)
+        lat.append(_ms(stamp[r.onset_ns] + end_late + (decided or 0)))
+        parts.append((_ms(end_late), None if decided is None else _ms(decided)))
     return FigureBounds(
         onset_seq=tuple(q for q, _ in onsets),
         onset_ms=tuple(_ms(stamp[t]) for _, t in onsets),
-        latency_turn=tuple(turn for turn, _, _ in responses),
+        latency_turn=tuple(r.turn for r in responses),
         latency_ms=tuple(lat),
+        onset_near=tuple(
+            tuple((_ms(dt), _ms(lag)) for dt, lag in monitor.late_near(t, near)) for _, t in onsets
+        ),
+        latency_parts=tuple(parts),
     )
+
+
+#: events by which a system says "the user's turn ended" (as rig.analysis.endpoint reads them)
+DECISION_KINDS = (
+    "speech_stopped",
+    "input_audio_buffer.speech_stopped",
+    "rtvi.user-stopped-speaking",
+    "rtvi.vad-user-stopped-speaking",
+    "user_stopped_speaking",
+)
+#: round-trip sources that are the path's (the kernel's tcp_info smooths in delayed ACKs)
+PATH_RTT_SOURCES = ("ws_ping", "probe", "rtcp")
+#: the decision's candidate frames when no round trip was measured
+DECIDED_DEFAULT_NS = 100 * NS_PER_MS
 
 
 def log_figure_bounds(
@@ -294,14 +352,25 @@ def log_figure_bounds(
     tolerance: TimingTolerance,
 ) -> FigureBounds:
     """`figure_bounds` of a finished session: its onsets and frames from the log, its answered
-    turns from metrics' `responses`; each onset at its chunk's arrival stamp."""
+    turns from metrics' `responses`; each onset at its chunk's arrival stamp, each decision
+    window the largest measured round trip + two frames before the decision's arrival."""
     arrival = {c.seq: c.t_ns for c in log.heard}
     onsets = [(o.chunk_seq, arrival.get(o.chunk_seq, o.arrival_ns)) for o in log.onsets]
-    answered: list[tuple[int, int, int]] = []
+    rtts = [r.rtt_ns for r in log.rtt if r.source in PATH_RTT_SOURCES]
+    frame_ns = log.frame_samples * NS_PER_S // log.sample_rate
+    back_ns = max(rtts) + 2 * frame_ns if rtts else DECIDED_DEFAULT_NS
+    answered: list[Answered] = []
     for r in responses:
         seq, end, onset = r.get("onset_chunk_seq"), r.get("user_end_ns"), r.get("onset_arrival_ns")
         if isinstance(seq, int) and isinstance(end, int) and isinstance(onset, int):
-            answered.append((int(r.get("turn") or 0), end, arrival.get(seq, onset)))
+            stop = next(
+                (m for m in log.marks if end <= m.t_ns <= onset and m.kind in DECISION_KINDS),
+                None,
+            )
+            decided = None if stop is None else (stop.t_ns - back_ns, stop.t_ns)
+            answered.append(
+                Answered(int(r.get("turn") or 0), end, arrival.get(seq, onset), decided)
+            )
     return figure_bounds(monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance)
 
 
@@ -373,6 +442,7 @@ def _figure_reasons(f: FigureBounds, limit_ms: float) -> list[str]:
     if bad:
         out.append(
             f"{len(bad)} of {len(f.latency_ms)} latencies off by up to {max(bad):.1f} ms "
-            f"(onset stamp + the user's end sent late; > {limit_ms} ms)"
+            f"(onset stamp + late frames at the user's end or the system's decision; "
+            f"> {limit_ms} ms)"
         )
     return out
