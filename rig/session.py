@@ -315,14 +315,16 @@ class Session:
                 if uplink.only_drain_left:
                     return Outcome("ok")
                 raise TransportError("the system closed the connection before the user finished")
+            ready = self.clock.now_ns() < deadline  # else this task itself is behind
             await self.clock.sleep_until(deadline)
+            if ready:  # a timer wake-up: how late it came is the loop's lag (rig.core.selfcheck)
+                self.watch.monitor.frame_woke(deadline, self.clock.now_ns())
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
             if frame.before:  # manual activity markers lead the audio they mark
                 await self._emit(frame.before)
             t_sent = await self._send_audio(frame)
-            self.watch.monitor.sent(frame.deadline_ns, t_sent)  # a probe of the loop's lag
             records, barge_ins = uplink.sent(frame, t_sent, self.transport.sent_extra(seq))
             self.sink.put_all(records)
             if t_sent - frame.deadline_ns > behind_ns and self._blocked_ns > behind_ns // 2:

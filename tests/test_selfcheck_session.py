@@ -164,7 +164,7 @@ async def _overloaded_loop(
             while due < end:
                 await clock.sleep_until(due)
                 t = clock.now_ns()
-                watch.monitor.sent(due, t)
+                watch.monitor.frame_woke(due, t)
                 while clock.now_ns() - t < work_ms * MS:
                     pass
                 due += 20 * MS

@@ -11,7 +11,7 @@ figure (calibrated against the reference system's truth: bench/selfcheck.py, doc
                     frame late (a stall)
   reply onsets      each onset's arrival stamp is late by at most the loop's lag at that
                     moment: the largest lag of any wake-up on the loop (monitor ticks, every
-                    rollout's frame sends) within `near_ms` of the stamp, beyond `figure_ms`
+                    rollout's frame timers) within `near_ms` of the stamp, beyond `figure_ms`
   latencies         onset stamp bound + how late the frame holding the user's end was sent
                     (latency counts from that send) + how late the frames went out that the
                     system's decision event (speech_stopped, ...) says it endpointed on,
@@ -24,7 +24,7 @@ harmless; a wait that delays a stamp shows as lag there), steal, and the writer'
 hand-off never blocks the loop; its share of the GIL shows as lag).
 
 `LoopMonitor` is sans-I/O: the shell (rig.loopwatch) feeds it (due, woke) pairs, run-delay
-totals and backlog samples with their times, the sessions their frames' (deadline, send); a
+totals and backlog samples with their times, the sessions their frames' timer wake-ups; a
 rollout takes a `mark()` when it starts and `since(mark, t_ns)` when it ends. Lag goes into a
 fixed histogram (0.25 ms bins), so a mark is a copy of ~400 ints and a summary needs no sort
 of the rollout's samples; lags above 1 ms are kept with their times for the figure bounds.
@@ -111,7 +111,7 @@ class LoopMonitor:
         self._run_delay_ns: int | None = None
         self._steal_ns: int | None = None
         self.max_lag_ns = 0
-        #: late frame sends of every stream on the loop (> KEEP_LAG_NS; one per
+        #: late frame wake-ups of every stream on the loop (> KEEP_LAG_NS; one per
         #: MERGE_NS, its largest lag: 50 streams late together are one event)
         self._send_t: deque[int] = deque(maxlen=KEEP_EVENTS)
         self._send_lag: deque[int] = deque(maxlen=KEEP_EVENTS)
@@ -128,21 +128,23 @@ class LoopMonitor:
             self.max_lag_ns = lag
         return lag
 
-    def sent(self, due_ns: int, sent_ns: int) -> None:
-        """A stream on this loop sent a frame due at `due_ns` at `sent_ns`: a wake-up like a
-        tick, and with many streams a far denser probe of the loop's lag than the ticks."""
-        lag = sent_ns - due_ns
+    def frame_woke(self, due_ns: int, woke_ns: int) -> None:
+        """A stream on this loop slept until its frame's deadline `due_ns` and woke at
+        `woke_ns`: a timer wake-up like a tick, and with many streams a far denser probe of
+        the loop's lag than the ticks (a stream already behind its deadline is no probe:
+        the session feeds only wake-ups from a real wait)."""
+        lag = woke_ns - due_ns
         if lag <= KEEP_LAG_NS:
             return
-        if self._send_t and sent_ns - self._send_t[-1] < MERGE_NS:
+        if self._send_t and woke_ns - self._send_t[-1] < MERGE_NS:
             if lag > self._send_lag[-1]:
                 self._send_lag[-1] = lag
             return
-        self._send_t.append(sent_ns)
+        self._send_t.append(woke_ns)
         self._send_lag.append(lag)
 
     def lag_near(self, t_ns: int, within_ns: int) -> int:
-        """The largest lag of any wake-up on the loop (tick or frame send) in
+        """The largest lag of any wake-up on the loop (tick or frame timer) in
         [t_ns - within_ns, t_ns + within_ns]: how late the loop got to things around a stamp
         taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
         lo, hi = t_ns - within_ns, t_ns + within_ns
@@ -151,7 +153,7 @@ class LoopMonitor:
         return max(worst, KEEP_LAG_NS)
 
     def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
-        """The kept late wake-ups (tick or send) in [t_ns - within_ns, t_ns + within_ns] as
+        """The kept late wake-ups (tick or frame timer) in [t_ns - within_ns, t_ns + within_ns] as
         (woke - t_ns, lag), at most `most` of them (the largest lags), in time order: what
         a flagged onset's bound was made of."""
         lo, hi = t_ns - within_ns, t_ns + within_ns

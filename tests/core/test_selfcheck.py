@@ -166,8 +166,8 @@ def test_frames_late_before_the_systems_decision_bound_the_latency() -> None:
 def test_other_streams_late_sends_are_probes_of_the_loop_merged_per_ms() -> None:
     mon = LoopMonitor()
     for k in range(50):  # 50 streams' frames, all 12 ms late in one burst 2 s in
-        mon.sent(2_000 * MS + k * 20_000, 2_000 * MS + 12 * MS + k * 20_000)
-    mon.sent(3_000 * MS, 3_000 * MS + 500_000)  # 0.5 ms: under the kept threshold
+        mon.frame_woke(2_000 * MS + k * 20_000, 2_000 * MS + 12 * MS + k * 20_000)
+    mon.frame_woke(3_000 * MS, 3_000 * MS + 500_000)  # 0.5 ms: under the kept threshold
     assert len(mon._send_t) == 1  # one event: within a ms of each other
     assert mon.lag_near(2_012 * MS + 5 * MS, 10 * MS) == 12 * MS
     assert mon.lag_near(2_012 * MS + 11 * MS, 10 * MS) == 1 * MS  # outside the window
