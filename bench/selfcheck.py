@@ -179,8 +179,13 @@ def cmd_matrix(args: argparse.Namespace) -> None:
         "new rules": selftruth.new_flag,
     }
     if args.sweep:
-        for fig in (2.0, 3.0, 4.0, 5.0, 6.0, 8.0):
+        for fig in (4.0, 6.0, 8.0):
             crit[f"new, figure > {fig} ms"] = lambda r, x=fig: selftruth.new_flag(r, figure_ms=x)
+        for w in ((10.0, 10.0), (0.0, 5.0), (1.0, 2.0), (2.0, 10.0)):
+            crit[f"new, window -{w[0]:g}/+{w[1]:g} ms"] = lambda r, w=w: selftruth.new_flag(
+                r, window=w
+            )
+        crit["new, no decision frames"] = lambda r: selftruth.new_flag(r, decision=False)
     result = {}
     head = f"{'TP':>5} {'FN':>5} {'FP':>5} {'TN':>5} {'false alarm':>12} {'miss':>8}"
     print(f"{'criterion':28} {head}")

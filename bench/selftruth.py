@@ -248,12 +248,14 @@ def new_flag(
     figure_ms: float = 5.0,
     p99_ms: float = 5.0,
     lag_max_ms: float = 20.0,
-    window: tuple[float, float] | None = None,
+    window: tuple[float, float] | None = (1.0, 5.0),
     decision: bool = True,
 ) -> bool:
     """The new verdict's checks (rig.core.selfcheck.judge), recomputed from what the rollout
     recorded (each onset's stamp bound and the lags around it, the lateness of each user's
-    end frame and of its decision's frames) at any thresholds."""
+    end frame and of its decision's frames) at any thresholds. `window`: (before, after) ms
+    of the stamp whose wake-ups count (the default is TimingTolerance's; None: the bound the
+    rollout recorded)."""
     r = row["rig"]
     fig = r["figures"] or {}
     onsets = {o["seq"]: onset_bound(o, window) for o in fig.get("onsets") or []}

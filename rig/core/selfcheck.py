@@ -11,7 +11,8 @@ figure (calibrated against the reference system's truth: bench/selfcheck.py, doc
                     frame late (a stall)
   reply onsets      each onset's arrival stamp is late by at most the loop's lag at that
                     moment: the largest lag of any wake-up on the loop (monitor ticks, every
-                    rollout's frame timers) within `near_ms` of the stamp, beyond `figure_ms`
+                    rollout's frame timers) from `near_before_ms` before the stamp to
+                    `near_after_ms` after it, beyond `figure_ms`
   latencies         onset stamp bound + how late the frame holding the user's end was sent
                     (latency counts from that send) + how late the frames went out that the
                     system's decision event (speech_stopped, ...) says it endpointed on,
@@ -60,8 +61,13 @@ class TimingTolerance:
     figure_ms: float = 5.0
     #: any single loop lag (`--loop-lag-max-ms`, default one frame)
     loop_lag_max_ms: float = 20.0
-    #: how far from a stamp a wake-up's lag still counts for it (the monitor's tick period)
-    near_ms: float = 10.0
+    #: which wake-ups' lags count for a stamp: from this long before it (callbacks that ran
+    #: ahead of it in the same loop iteration) to this long after (timer wake-ups the same
+    #: stall delayed run an iteration later); calibrated by bench/selfcheck.py
+    near_before_ms: float = 1.0
+    near_after_ms: float = 5.0
+    #: the late wake-ups listed with each onset (`near`), for the record
+    listed_ms: float = 10.0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -143,11 +149,11 @@ class LoopMonitor:
         self._send_t.append(woke_ns)
         self._send_lag.append(lag)
 
-    def lag_near(self, t_ns: int, within_ns: int) -> int:
+    def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
         """The largest lag of any wake-up on the loop (tick or frame timer) in
-        [t_ns - within_ns, t_ns + within_ns]: how late the loop got to things around a stamp
+        [t_ns - before_ns, t_ns + after_ns]: how late the loop got to things around a stamp
         taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
-        lo, hi = t_ns - within_ns, t_ns + within_ns
+        lo, hi = t_ns - before_ns, t_ns + after_ns
         worst = _max_between(self._big_t, self._big_lag, lo, hi)
         worst = max(worst, _max_between(self._send_t, self._send_lag, lo, hi))
         return max(worst, KEEP_LAG_NS)
@@ -304,11 +310,13 @@ def figure_bounds(
     waits for it). Which frame that was only the system knows; where it says when it
     decided (a decision event), the frames sent in the round trip before that event's
     arrival are the candidates; where it does not, the pacing checks bound it."""
-    near = round(tolerance.near_ms * NS_PER_MS)
-    stamp = {t: monitor.lag_near(t, near) for _, t in onsets}
+    before = round(tolerance.near_before_ms * NS_PER_MS)
+    after = round(tolerance.near_after_ms * NS_PER_MS)
+    near = round(tolerance.listed_ms * NS_PER_MS)
+    stamp = {t: monitor.lag_near(t, before, after) for _, t in onsets}
     responses = [Answered(*r) for r in responses]  # plain tuples welcome
     for r in responses:
-        stamp.setdefault(r.onset_ns, monitor.lag_near(r.onset_ns, near))
+        stamp.setdefault(r.onset_ns, monitor.lag_near(r.onset_ns, before, after))
     lat: list[float] = []
     parts: list[tuple[float, float | None]] = []
     for r in responses:

@@ -169,9 +169,10 @@ def test_other_streams_late_sends_are_probes_of_the_loop_merged_per_ms() -> None
         mon.frame_woke(2_000 * MS + k * 20_000, 2_000 * MS + 12 * MS + k * 20_000)
     mon.frame_woke(3_000 * MS, 3_000 * MS + 500_000)  # 0.5 ms: under the kept threshold
     assert len(mon._send_t) == 1  # one event: within a ms of each other
-    assert mon.lag_near(2_012 * MS + 5 * MS, 10 * MS) == 12 * MS
-    assert mon.lag_near(2_012 * MS + 11 * MS, 10 * MS) == 1 * MS  # outside the window
-    assert mon.lag_near(3_000 * MS, 10 * MS) == 1 * MS
+    assert mon.lag_near(2_012 * MS - 4 * MS, 1 * MS, 5 * MS) == 12 * MS
+    assert mon.lag_near(2_012 * MS + 2 * MS, 1 * MS, 5 * MS) == 1 * MS  # woke 2 ms before
+    assert mon.lag_near(2_012 * MS + 2 * MS, 3 * MS, 5 * MS) == 12 * MS
+    assert mon.lag_near(3_000 * MS, 1 * MS, 5 * MS) == 1 * MS
 
 
 def test_every_failed_check_is_a_reason() -> None:
