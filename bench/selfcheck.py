@@ -204,7 +204,7 @@ def cmd_matrix(args: argparse.Namespace) -> None:
         f"and passed (false alarm {_pct(om['false_alarm_rate'])}, miss {_pct(om['miss_rate'])}; "
         f"largest error above its bound {om['worst_error_above_bound_ms']} ms)"
     )
-    print("\nby grid point (n:hogs:workers:rt hogs:rt priority): rollouts, off, old, new flags")
+    print("\nby grid point (n:hogs:workers:rt hogs:rt priority): rollouts, off, flags")
     points: dict[tuple[int, ...], list[dict[str, Any]]] = {}
     for r in ok:
         key = (r["n"], r["hogs"], r["workers"], r.get("rt_hogs", 0), r.get("rt_priority", 3))
@@ -213,8 +213,10 @@ def cmd_matrix(args: argparse.Namespace) -> None:
         rs = points[key]
         bad = sum(bool(selftruth.actually_bad(r)) for r in rs)
         old = sum(selftruth.old_flag(r) for r in rs)
-        new = sum(selftruth.recorded_flag(r) for r in rs)
-        print(f"  {':'.join(map(str, key))}: {len(rs)}, off {bad}, old {old}, new {new}")
+        rec = sum(selftruth.recorded_flag(r) for r in rs)
+        new = sum(selftruth.new_flag(r) for r in rs)
+        name = ":".join(map(str, key))
+        print(f"  {name}: {len(rs)}, off {bad}, old {old}, recorded {rec}, new {new}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)

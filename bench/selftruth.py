@@ -25,7 +25,8 @@ the rig's send stamp as `client_ts_ms`). Then, per rollout:
 
 A rollout is *actually bad* when any figure is off by more than the rig's stated tolerance
 (`--timing-tolerance-ms`, 5 ms: onsets, latencies, detect, generation; pacing p99), or a frame
-reached the sim more than one frame late (a stall; `--loop-lag-max-ms` is one frame too).
+went out more than one frame late (a stall), or any received chunk's arrival stamp is off by
+more than one frame (`--loop-lag-max-ms`).
 """
 
 from __future__ import annotations
@@ -210,6 +211,8 @@ def actually_bad(row: dict[str, Any], tol_ms: float = 5.0, frame_ms: float = FRA
         bad.append("pacing p99")
     if (t["pace_max_ms"] or 0) > frame_ms:
         bad.append("pacing stall")
+    if (t["chunk_err_max_ms"] or 0) > frame_ms:
+        bad.append("chunk stamp")  # any received chunk (`--loop-lag-max-ms`, one frame)
     for key, rows, name in (
         ("err_ms", "onsets", "onset"),
         ("latency_err_ms", "responses", "latency"),
@@ -240,7 +243,8 @@ def onset_bound(o: dict[str, Any], window: tuple[float, float] | None) -> float:
     if window is None or "near" not in o:
         return float(o["stamp_ms"])
     lo, hi = -window[0], window[1]
-    return max([1.0, *(lag for dt, lag in o["near"] if lo <= dt <= hi)])
+    overdue = [lag for dt, lag in o["near"] if dt >= 0 and dt - lag <= 0]  # due before, ran after
+    return max([1.0, *overdue, *(lag for dt, lag in o["near"] if lo <= dt <= hi)])
 
 
 def new_flag(
@@ -269,7 +273,7 @@ def new_flag(
     return bool(
         (r["lateness_p99_ms"] or 0) > p99_ms
         or (r["stalls"] or 0) > 0
-        or (r["lag_max_ms"] or 0) > lag_max_ms
+        or (fig.get("chunk_max_ms") or 0) > lag_max_ms
         or any(b > figure_ms for b in onsets.values())
         or any(b > figure_ms for b in latency)
     )

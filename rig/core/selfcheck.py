@@ -17,10 +17,13 @@ figure (calibrated against the reference system's truth: bench/selfcheck.py, doc
                     (latency counts from that send) + how late the frames went out that the
                     system's decision event (speech_stopped, ...) says it endpointed on,
                     beyond `figure_ms`
-  loop stalls       any single loop lag beyond `loop_lag_max_ms` (default: one frame)
+  received chunks   every downlink chunk's arrival stamp, bounded as an onset's, beyond
+                    `loop_lag_max_ms` (default: one frame): the arrival placement and the
+                    timing analysis (yields, backchannels) read them
 
-What is recorded but not judged, because it bounds no stamp: the lag p50/p99 of the whole
-rollout, the loop thread's run-queue wait (schedstat: on two cores some wait is certain and
+What is recorded but not judged, because it bounds no stamp: the lag p50/p99/max of the
+whole rollout (a stall while nothing arrived moves no figure; one while frames were due is a
+stall of theirs), the loop thread's run-queue wait (schedstat: on two cores some wait is certain and
 harmless; a wait that delays a stamp shows as lag there), steal, and the writer's backlog (its
 hand-off never blocks the loop; its share of the GIL shows as lag).
 
@@ -49,6 +52,8 @@ KEEP_LAG_NS = NS_PER_MS
 KEEP_EVENTS = 200_000
 #: late sends closer together than this are kept as one (the largest)
 MERGE_NS = NS_PER_MS
+#: how far after a stamp a wake-up that was due before it is looked for
+OVERDUE_NS = 1_000 * NS_PER_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +64,7 @@ class TimingTolerance:
     lateness_p99_ms: float = 5.0
     #: the error bound of every measured figure (reply onsets, latencies; the same option)
     figure_ms: float = 5.0
-    #: any single loop lag (`--loop-lag-max-ms`, default one frame)
+    #: the delay bound of any received chunk's stamp (`--loop-lag-max-ms`, default one frame)
     loop_lag_max_ms: float = 20.0
     #: which wake-ups' lags count for a stamp: from this long before it (callbacks that ran
     #: ahead of it in the same loop iteration) to this long after (timer wake-ups the same
@@ -151,12 +156,14 @@ class LoopMonitor:
 
     def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
         """The largest lag of any wake-up on the loop (tick or frame timer) in
-        [t_ns - before_ns, t_ns + after_ns]: how late the loop got to things around a stamp
-        taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
+        [t_ns - before_ns, t_ns + after_ns], or of one due before `t_ns` that ran after it
+        however late (an overloaded loop wakes seldom): how late the loop got to things
+        around a stamp taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
         lo, hi = t_ns - before_ns, t_ns + after_ns
-        worst = _max_between(self._big_t, self._big_lag, lo, hi)
-        worst = max(worst, _max_between(self._send_t, self._send_lag, lo, hi))
-        return max(worst, KEEP_LAG_NS)
+        worst = KEEP_LAG_NS
+        for ts, vs in ((self._big_t, self._big_lag), (self._send_t, self._send_lag)):
+            worst = max(worst, _max_between(ts, vs, lo, hi), _overdue_at(ts, vs, t_ns))
+        return worst
 
     def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
         """The kept late wake-ups (tick or frame timer) in [t_ns - within_ns, t_ns + within_ns] as
@@ -223,6 +230,19 @@ def _max_between(ts: deque[int], vs: deque[int], lo_ns: int, hi_ns: int) -> int:
     return max((vs[k] for k in range(i, j)), default=0)
 
 
+def _overdue_at(ts: deque[int], vs: deque[int], t_ns: int, scan: int = 64) -> int:
+    """The largest lag of the wake-ups after `t_ns` (the next `scan`, within OVERDUE_NS)
+    that were due before it: the loop was behind at `t_ns`."""
+    worst = 0
+    i = bisect.bisect_left(ts, t_ns)
+    for k in range(i, min(i + scan, len(ts))):
+        if ts[k] > t_ns + OVERDUE_NS:
+            break
+        if ts[k] - vs[k] <= t_ns:
+            worst = max(worst, vs[k])
+    return worst
+
+
 def _max_after(ts: deque[int], vs: deque[int], t_ns: int) -> int | None:
     i = bisect.bisect_left(ts, t_ns)
     if i >= len(ts):
@@ -263,6 +283,8 @@ class FigureBounds:
     #: per latency: how late its end frame and its decision's frames went out (ms; None: the
     #: system sent no decision event)
     latency_parts: tuple[tuple[float, float | None], ...] = ()
+    #: the largest delay bound of any received chunk's arrival stamp (None: not measured)
+    chunk_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         near = self.onset_near or tuple(() for _ in self.onset_seq)
@@ -276,6 +298,7 @@ class FigureBounds:
                 {"turn": t, "error_ms": b, "end_late_ms": p[0], "decision_late_ms": p[1]}
                 for t, b, p in zip(self.latency_turn, self.latency_ms, parts, strict=True)
             ],
+            "chunk_max_ms": self.chunk_ms,
         }
 
 
@@ -297,10 +320,12 @@ def figure_bounds(
     send_ns: Sequence[int],
     lateness_ns: Sequence[int],
     tolerance: TimingTolerance,
+    chunks: Sequence[int] = (),
 ) -> FigureBounds:
     """Error bounds of a rollout's figures. `onsets`: (chunk seq, arrival stamp) of each
     reply onset; `responses`: each answered turn; `send_ns` and `lateness_ns`: the
-    rollout's uplink frames in order.
+    rollout's uplink frames in order; `chunks`: every received chunk's arrival stamp (the
+    arrival placement and the timing analysis read them).
 
     An arrival stamp is late by how long the loop took to get to the socket, which is what
     every wake-up near it measured (`lag_near`). A latency runs from the user's end as sent
@@ -338,6 +363,7 @@ def figure_bounds(
             tuple((_ms(dt), _ms(lag)) for dt, lag in monitor.late_near(t, near)) for _, t in onsets
         ),
         latency_parts=tuple(parts),
+        chunk_ms=_ms(max(monitor.lag_near(t, before, after) for t in chunks)) if chunks else None,
     )
 
 
@@ -381,7 +407,8 @@ def log_figure_bounds(
             answered.append(
                 Answered(int(r.get("turn") or 0), end, arrival.get(seq, onset), decided)
             )
-    return figure_bounds(monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance)
+    chunks = [c.t_ns for c in log.heard]
+    return figure_bounds(monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance, chunks)
 
 
 def _ms(ns: int) -> float:
@@ -427,10 +454,13 @@ def judge(
         reasons.append(f"{stalls} stalled frame{'s' if stalls != 1 else ''}")
     if loop is None:
         reasons.append("event loop lag not measured")
-    elif loop.lag_max_ms is not None and loop.lag_max_ms > tol.loop_lag_max_ms:
-        reasons.append(f"event loop lag max {loop.lag_max_ms:.1f} ms > {tol.loop_lag_max_ms} ms")
     if figures is not None:
         reasons.extend(_figure_reasons(figures, tol.figure_ms))
+        if figures.chunk_ms is not None and figures.chunk_ms > tol.loop_lag_max_ms:
+            reasons.append(
+                f"a received chunk stamped up to {figures.chunk_ms:.1f} ms late (the loop's "
+                f"lag at its arrival; > {tol.loop_lag_max_ms} ms)"
+            )
     measured: dict[str, Any] = {
         "uplink_lateness_p99_ms": lateness_p99_ms,
         "stalls": stalls,
