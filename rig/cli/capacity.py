@@ -89,8 +89,8 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         "--loop-lag-max-ms",
         type=float,
         default=20.0,
-        help="any single event-loop lag above this makes a rollout's timing not valid "
-        "(default 20: one frame)",
+        help="a received chunk whose arrival stamp may be this late (the event loop's lag "
+        "at its arrival) makes a rollout's timing not valid (default 20: one frame)",
     )
 
 
