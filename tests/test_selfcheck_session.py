@@ -126,7 +126,8 @@ async def test_a_blocked_real_loop_is_seen() -> None:
     await watch.stop()
     assert stats.lag_max_ms is not None and stats.lag_max_ms >= 25
     # a chunk that arrived during the block is stamped when it ends: bounded by the lag
-    blocked = [t for dt, lag in watch.monitor.late_near(mark.t_ns, 10**9) if lag >= 25 * MS
+    seen = watch.monitor.view(mark.t_ns, mark.t_ns + 10**9).late_near(mark.t_ns, 10**9)
+    blocked = [t for dt, lag in seen if lag >= 25 * MS
                for t in (mark.t_ns + dt,)]  # fmt: skip
     figs = figure_bounds(watch.monitor, [], [], [], [], TimingTolerance(), chunks=blocked)
     v = judge(0.1, 0, stats, TimingTolerance(), figures=figs)

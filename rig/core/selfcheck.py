@@ -37,6 +37,7 @@ of the rollout's samples; lags above 1 ms are kept with their times for the figu
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,8 +53,9 @@ KEEP_LAG_NS = NS_PER_MS
 KEEP_EVENTS = 200_000
 #: late sends closer together than this are kept as one (the largest)
 MERGE_NS = NS_PER_MS
-#: how far after a stamp a wake-up that was due before it is looked for
+#: how far after a stamp (and how many) wake-ups that were due before it are looked for
 OVERDUE_NS = 1_000 * NS_PER_MS
+OVERDUE_SCAN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,27 +156,20 @@ class LoopMonitor:
         self._send_t.append(woke_ns)
         self._send_lag.append(lag)
 
-    def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
-        """The largest lag of any wake-up on the loop (tick or frame timer) in
-        [t_ns - before_ns, t_ns + after_ns], or of one due before `t_ns` that ran after it
-        however late (an overloaded loop wakes seldom): how late the loop got to things
-        around a stamp taken at `t_ns`; lags up to KEEP_LAG_NS count as that bound."""
-        lo, hi = t_ns - before_ns, t_ns + after_ns
-        worst = KEEP_LAG_NS
+    def view(self, lo_ns: int, hi_ns: int) -> LagView:
+        """The kept late wake-ups (ticks and frame timers) that woke in [lo_ns, hi_ns], as
+        plain sorted lists: one pass over the deques, so a rollout's many stamps are bounded
+        by bisection on lists (the deques can hold 10^5 events after an overload)."""
+        pairs: list[tuple[int, int]] = []
         for ts, vs in ((self._big_t, self._big_lag), (self._send_t, self._send_lag)):
-            worst = max(worst, _max_between(ts, vs, lo, hi), _overdue_at(ts, vs, t_ns))
-        return worst
+            i, j = bisect.bisect_left(ts, lo_ns), bisect.bisect_right(ts, hi_ns)
+            pairs.extend(zip(itertools.islice(ts, i, j), itertools.islice(vs, i, j), strict=True))
+        pairs.sort()
+        return LagView([t for t, _ in pairs], [v for _, v in pairs])
 
-    def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
-        """The kept late wake-ups (tick or frame timer) in [t_ns - within_ns, t_ns + within_ns] as
-        (woke - t_ns, lag), at most `most` of them (the largest lags), in time order: what
-        a flagged onset's bound was made of."""
-        lo, hi = t_ns - within_ns, t_ns + within_ns
-        found: list[tuple[int, int]] = []
-        for ts, vs in ((self._big_t, self._big_lag), (self._send_t, self._send_lag)):
-            i, j = bisect.bisect_left(ts, lo), bisect.bisect_right(ts, hi)
-            found.extend((ts[k] - t_ns, vs[k]) for k in range(i, j))
-        return sorted(sorted(found, key=lambda e: -e[1])[:most])
+    def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
+        """`LagView.lag_near` for one stamp."""
+        return self.view(t_ns - before_ns, t_ns + OVERDUE_NS).lag_near(t_ns, before_ns, after_ns)
 
     def run_delay(self, total_wait_ns: int) -> None:
         """The loop thread's total run-queue wait so far (schedstat's second field)."""
@@ -224,23 +219,37 @@ class LoopMonitor:
         )
 
 
-def _max_between(ts: deque[int], vs: deque[int], lo_ns: int, hi_ns: int) -> int:
-    i = bisect.bisect_left(ts, lo_ns)
-    j = bisect.bisect_right(ts, hi_ns)
-    return max((vs[k] for k in range(i, j)), default=0)
+class LagView:
+    """Late wake-ups of a stretch of the loop's time: `woke_ns` sorted, `lag_ns` beside."""
 
+    def __init__(self, woke_ns: list[int], lag_ns: list[int]) -> None:
+        self.woke_ns = woke_ns
+        self.lag_ns = lag_ns
 
-def _overdue_at(ts: deque[int], vs: deque[int], t_ns: int, scan: int = 64) -> int:
-    """The largest lag of the wake-ups after `t_ns` (the next `scan`, within OVERDUE_NS)
-    that were due before it: the loop was behind at `t_ns`."""
-    worst = 0
-    i = bisect.bisect_left(ts, t_ns)
-    for k in range(i, min(i + scan, len(ts))):
-        if ts[k] > t_ns + OVERDUE_NS:
-            break
-        if ts[k] - vs[k] <= t_ns:
-            worst = max(worst, vs[k])
-    return worst
+    def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
+        """The largest lag of any wake-up in [t_ns - before_ns, t_ns + after_ns], or of one
+        due before `t_ns` that ran after it however late (an overloaded loop wakes seldom):
+        how late the loop got to things around a stamp taken at `t_ns`; lags up to
+        KEEP_LAG_NS count as that bound."""
+        ts, vs = self.woke_ns, self.lag_ns
+        i, j = bisect.bisect_left(ts, t_ns - before_ns), bisect.bisect_right(ts, t_ns + after_ns)
+        worst = max(vs[i:j], default=KEEP_LAG_NS)
+        k = bisect.bisect_left(ts, t_ns)  # wake-ups after the stamp that were due before it
+        for m in range(k, min(k + OVERDUE_SCAN, len(ts))):
+            if ts[m] > t_ns + OVERDUE_NS:
+                break
+            if ts[m] - vs[m] <= t_ns:
+                worst = max(worst, vs[m])
+        return max(worst, KEEP_LAG_NS)
+
+    def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
+        """The late wake-ups in [t_ns - within_ns, t_ns + within_ns] as (woke - t_ns, lag),
+        at most `most` of them (the largest lags), in time order: what a flagged onset's
+        bound was made of."""
+        ts, vs = self.woke_ns, self.lag_ns
+        i, j = bisect.bisect_left(ts, t_ns - within_ns), bisect.bisect_right(ts, t_ns + within_ns)
+        found = [(ts[k] - t_ns, vs[k]) for k in range(i, j)]
+        return sorted(sorted(found, key=lambda e: -e[1])[:most])
 
 
 def _max_after(ts: deque[int], vs: deque[int], t_ns: int) -> int | None:
@@ -338,10 +347,14 @@ def figure_bounds(
     before = round(tolerance.near_before_ms * NS_PER_MS)
     after = round(tolerance.near_after_ms * NS_PER_MS)
     near = round(tolerance.listed_ms * NS_PER_MS)
-    stamp = {t: monitor.lag_near(t, before, after) for _, t in onsets}
     responses = [Answered(*r) for r in responses]  # plain tuples welcome
+    stamps = [t for _, t in onsets] + [r.onset_ns for r in responses] + list(chunks)
+    view = monitor.view(
+        min(stamps, default=0) - max(before, near), max(stamps, default=0) + OVERDUE_NS
+    )
+    stamp = {t: view.lag_near(t, before, after) for _, t in onsets}
     for r in responses:
-        stamp.setdefault(r.onset_ns, monitor.lag_near(r.onset_ns, before, after))
+        stamp.setdefault(r.onset_ns, view.lag_near(r.onset_ns, before, after))
     lat: list[float] = []
     parts: list[tuple[float, float | None]] = []
     for r in responses:
@@ -360,10 +373,10 @@ def figure_bounds(
         latency_turn=tuple(r.turn for r in responses),
         latency_ms=tuple(lat),
         onset_near=tuple(
-            tuple((_ms(dt), _ms(lag)) for dt, lag in monitor.late_near(t, near)) for _, t in onsets
+            tuple((_ms(dt), _ms(lag)) for dt, lag in view.late_near(t, near)) for _, t in onsets
         ),
         latency_parts=tuple(parts),
-        chunk_ms=_ms(max(monitor.lag_near(t, before, after) for t in chunks)) if chunks else None,
+        chunk_ms=_ms(max(view.lag_near(t, before, after) for t in chunks)) if chunks else None,
     )
 
 
