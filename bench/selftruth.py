@@ -252,7 +252,7 @@ def new_flag(
     figure_ms: float = 5.0,
     p99_ms: float = 5.0,
     lag_max_ms: float = 20.0,
-    window: tuple[float, float] | None = (1.0, 5.0),
+    window: tuple[float, float] | None = (2.5, 5.0),
     decision: bool = True,
 ) -> bool:
     """The new verdict's checks (rig.core.selfcheck.judge), recomputed from what the rollout

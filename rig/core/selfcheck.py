@@ -69,9 +69,10 @@ class TimingTolerance:
     #: the delay bound of any received chunk's stamp (`--loop-lag-max-ms`, default one frame)
     loop_lag_max_ms: float = 20.0
     #: which wake-ups' lags count for a stamp: from this long before it (callbacks that ran
-    #: ahead of it in the same loop iteration) to this long after (timer wake-ups the same
-    #: stall delayed run an iteration later); calibrated by bench/selfcheck.py
-    near_before_ms: float = 1.0
+    #: ahead of it in the same loop iteration: up to ~2 ms with 100 streams) to this long
+    #: after (timer wake-ups the same stall delayed run an iteration later); calibrated by
+    #: bench/selfcheck.py (docs/pacing.md)
+    near_before_ms: float = 2.5
     near_after_ms: float = 5.0
     #: the late wake-ups listed with each onset (`near`), for the record
     listed_ms: float = 10.0
