@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from rig.clock.base import Clock
 from rig.core.admission import Aimd, AimdConfig
-from rig.core.selfcheck import LoopMonitor, LoopStats, Mark
+from rig.core.loopmonitor import LoopMonitor, LoopStats, Mark
 from rig.core.units import NS_PER_MS
 
 #: the unit of /proc/stat (USER_HZ)

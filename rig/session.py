@@ -34,7 +34,7 @@ from rig.core.metrics import Outcome, build_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
 from rig.core.records import EventRecord
-from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge, log_figure_bounds
+from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge_session
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
@@ -475,15 +475,8 @@ class Session:
 
     def _judge(self, metrics: dict[str, Any], loop: LoopStats | None) -> None:
         """`timing_valid` and why (rig.core.selfcheck): did the rig keep its own time?"""
-        p99 = (metrics.get("uplink") or {}).get("lateness_ms", {}).get("p99")
-        stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
-        xruns = metrics.get("device_xruns")
-        xruns = xruns if isinstance(xruns, int) else 0
-        figures = None
-        if self.log is not None and loop is not None:
-            responses = metrics.get("responses") or []
-            figures = log_figure_bounds(self.log, responses, self.watch.monitor, self.tolerance)
-        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance, xruns, figures)
+        verdict = judge_session(metrics, self.log, loop, self.watch.monitor, self.tolerance)
+        self.verdict = verdict
         metrics["timing_valid"] = verdict.valid
         metrics["rig_timing"] = verdict.as_dict(self.tolerance)
 
