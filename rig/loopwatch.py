@@ -7,8 +7,10 @@ length and, every `run_delay_every` ticks, the loop thread's run-queue wait from
 and at each rollout's mark and end the machine's steal time (`/proc/stat`), so a flagged
 rollout says whether its stalls were a CPU wait, the hypervisor, or the loop's own.
 It runs for the whole run, also while every rollout only receives, because arrival stamps
-are taken on the loop too. A rollout marks the monitor when it starts and asks for the
-stats of its own span when it ends (`Session`).
+are taken on the loop too; every session on the loop also feeds it the timer wake-ups of
+its frames, the densest probe of the loop's lag there is with many streams. A rollout marks
+the monitor when it starts, asks for the stats of its own span when it ends, and for the
+lag around each of its reply onsets' arrival stamps (rig.core.selfcheck.figure_bounds).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 
 from rig.clock.base import Clock
 from rig.core.admission import Aimd, AimdConfig
-from rig.core.selfcheck import LoopMonitor, LoopStats, Mark
+from rig.core.loopmonitor import LoopMonitor, LoopStats, Mark
 from rig.core.units import NS_PER_MS
 
 #: the unit of /proc/stat (USER_HZ)

@@ -34,7 +34,7 @@ from rig.core.metrics import Outcome, build_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
 from rig.core.records import EventRecord
-from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge
+from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge_session
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
@@ -317,7 +317,10 @@ class Session:
                 if uplink.only_drain_left:
                     return Outcome("ok")
                 raise TransportError("the system closed the connection before the user finished")
+            ready = self.clock.now_ns() < deadline  # else this task itself is behind
             await self.clock.sleep_until(deadline)
+            if ready:  # a timer wake-up: how late it came is the loop's lag (rig.core.selfcheck)
+                self.watch.monitor.frame_woke(deadline, self.clock.now_ns())
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
@@ -474,11 +477,8 @@ class Session:
 
     def _judge(self, metrics: dict[str, Any], loop: LoopStats | None) -> None:
         """`timing_valid` and why (rig.core.selfcheck): did the rig keep its own time?"""
-        p99 = (metrics.get("uplink") or {}).get("lateness_ms", {}).get("p99")
-        stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
-        xruns = metrics.get("device_xruns")
-        xruns = xruns if isinstance(xruns, int) else 0
-        self.verdict = verdict = judge(p99, stalls, loop, self.tolerance, xruns)
+        verdict = judge_session(metrics, self.log, loop, self.watch.monitor, self.tolerance)
+        self.verdict = verdict
         metrics["timing_valid"] = verdict.valid
         metrics["rig_timing"] = verdict.as_dict(self.tolerance)
 

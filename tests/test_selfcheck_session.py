@@ -12,7 +12,7 @@ import pytest
 from rig.audio.source import tone
 from rig.clock.base import FakeClock, MonotonicClock
 from rig.core.plan import PlanBuilder
-from rig.core.selfcheck import LoopStats, TimingTolerance, judge
+from rig.core.selfcheck import FigureBounds, LoopStats, TimingTolerance, figure_bounds, judge
 from rig.loopwatch import (
     CLOCK_TICKS_PER_S,
     LoopWatch,
@@ -26,6 +26,7 @@ from rig.sim.engine import SimConfig
 from tests.support.memsystem import MemorySystem
 
 MS = 1_000_000
+LATE_FRAMES = "(onset stamp + late frames at the user's end or the system's decision; > 5.0 ms)"
 
 
 class LaggyClock(FakeClock):
@@ -76,7 +77,8 @@ async def test_injected_loop_lag_makes_the_rollout_invalid_and_keeps_its_status(
     assert m["timing_valid"] is False
     reasons = " | ".join(m["rig_timing"]["reasons"])
     assert "uplink lateness p99 8.00 ms > 5.0 ms" in reasons
-    assert "event loop lag p99" in reasons
+    assert "1 of 1 reply onsets stamped up to 8.0 ms late" in reasons
+    assert "1 of 1 latencies off by up to 16.0 ms" in reasons  # + its end frame, 8 ms late
     assert m["rig_timing"]["tolerance"]["lateness_p99_ms"] == 5.0
     assert (tmp_path / "r" / "user.wav").stat().st_size > 44  # the recording is kept
     assert done[-1]["timing_valid"] is False and "lateness" in done[-1]["timing_reason"]
@@ -88,7 +90,28 @@ async def test_one_long_lag_while_the_system_talks_is_caught(tmp_path) -> None:
     m = await _session(tmp_path, clock)
     assert m["timing_valid"] is False
     reasons = " | ".join(m["rig_timing"]["reasons"])
-    assert "event loop lag max" in reasons, reasons
+    assert "1 stalled frame" in reasons, reasons  # the frame due in it went out 30 ms late
+
+
+async def test_a_short_lag_at_the_reply_onset_is_caught(tmp_path) -> None:
+    # 9 ms of lag for 10 ms just before the reply's first chunk arrives: under every limit of
+    # the old criteria (lag p99 and max of the rollout, uplink p99), which called it valid;
+    # the onset's arrival stamp (and so the latency) is 9 ms late
+    clean = await _session(tmp_path / "a", FakeClock(0))
+    assert clean["timing_valid"] is True, clean["rig_timing"]
+    onset = clean["responses"][0]["onset_arrival_ns"]
+    m = await _session(tmp_path / "b", LaggyClock(0, 9 * MS, (onset - 10 * MS, onset + 1)))
+    loop = m["rig_timing"]["loop"]
+    assert loop["lag_max_ms"] <= 9.0 and loop["lag_p99_ms"] <= 5.0
+    assert m["uplink"]["lateness_ms"]["p99"] <= 5.0 and m["uplink"]["stalls"] == 0
+    assert m["timing_valid"] is False
+    assert m["rig_timing"]["reasons"] == [
+        "1 of 1 reply onsets stamped up to 9.0 ms late (the loop's lag at their arrival; > 5.0 ms)",
+        f"1 of 1 latencies off by up to 9.0 ms {LATE_FRAMES}",
+    ]
+    (onset_fig,) = m["rig_timing"]["figures"]["onsets"]
+    assert onset_fig["seq"] == 0 and onset_fig["stamp_ms"] == 9.0
+    assert onset_fig["near"] and all(lag == 9.0 for _, lag in onset_fig["near"])
 
 
 async def test_a_blocked_real_loop_is_seen() -> None:
@@ -102,8 +125,13 @@ async def test_a_blocked_real_loop_is_seen() -> None:
     stats = watch.since(mark)
     await watch.stop()
     assert stats.lag_max_ms is not None and stats.lag_max_ms >= 25
-    v = judge(0.1, 0, stats, TimingTolerance())
-    assert not v.valid and any("lag max" in r for r in v.reasons)
+    # a chunk that arrived during the block is stamped when it ends: bounded by the lag
+    seen = watch.monitor.view(mark.t_ns, mark.t_ns + 10**9).late_near(mark.t_ns, 10**9)
+    blocked = [t for dt, lag in seen if lag >= 25 * MS
+               for t in (mark.t_ns + dt,)]  # fmt: skip
+    figs = figure_bounds(watch.monitor, [], [], [], [], TimingTolerance(), chunks=blocked)
+    v = judge(0.1, 0, stats, TimingTolerance(), figures=figs)
+    assert not v.valid and any("a received chunk stamped up to" in r for r in v.reasons)
 
 
 def test_schedstat_is_read_for_the_loop_thread() -> None:
@@ -117,10 +145,13 @@ def test_schedstat_is_read_for_the_loop_thread() -> None:
 HOG = "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n"
 
 
-async def _overloaded_loop(cpu: int, streams: int, work_ms: float, hogs: int) -> LoopStats:
+async def _overloaded_loop(
+    cpu: int, streams: int, work_ms: float, hogs: int
+) -> tuple[LoopStats, FigureBounds]:
     """The loop pinned to `cpu` running `streams` paced tasks (20 ms period, phases spread,
-    like rollouts), each doing `work_ms` of CPU work per frame, with `hogs` busy processes on
-    the same CPU; returns the loop's stats over 1.5 s."""
+    like rollouts, their sends fed to the monitor as sessions do), each doing `work_ms` of CPU
+    work per frame, with `hogs` busy processes on the same CPU; returns the loop's stats over
+    1.5 s and the bound of an onset stamped in the middle of it."""
     procs = [subprocess.Popen([sys.executable, "-c", HOG % cpu]) for _ in range(hogs)]  # noqa: ASYNC220
     saved = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})
@@ -138,12 +169,15 @@ async def _overloaded_loop(cpu: int, streams: int, work_ms: float, hogs: int) ->
             while due < end:
                 await clock.sleep_until(due)
                 t = clock.now_ns()
+                watch.monitor.frame_woke(due, t)
                 while clock.now_ns() - t < work_ms * MS:
                     pass
                 due += 20 * MS
 
         await asyncio.gather(*(stream(k) for k in range(streams)))
-        return watch.since(mark)
+        mid = (t0 + end) // 2
+        figs = figure_bounds(watch.monitor, [(0, mid)], [], [], [], TimingTolerance())
+        return watch.since(mark), figs
     finally:
         await watch.stop()
         os.sched_setaffinity(0, saved)
@@ -156,9 +190,9 @@ async def _overloaded_loop(cpu: int, streams: int, work_ms: float, hogs: int) ->
 async def test_overload_with_cpu_hogs_is_never_valid() -> None:
     # 40 streams of 0.3 ms work per 20 ms frame (60 % of a CPU), sharing one CPU with two
     # busy processes: the loop gets about a third of it, so it falls behind
-    stats = await _overloaded_loop(0, 40, 0.3, 2)
-    v = judge(0.1, 0, stats, TimingTolerance())
-    assert not v.valid, stats
+    stats, figs = await _overloaded_loop(0, 40, 0.3, 2)
+    v = judge(0.1, 0, stats, TimingTolerance(), figures=figs)
+    assert not v.valid, (stats, figs)
     assert stats.run_delay_share is None or stats.run_delay_share > 0.05, stats
 
 

@@ -81,15 +81,16 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         "--timing-tolerance-ms",
         type=float,
         default=5.0,
-        help="a rollout's own timing is valid while its uplink lateness p99 and the event "
-        "loop's lag p99 stay within this (default 5; recorded in the manifest)",
+        help="a rollout's own timing is valid while its uplink lateness p99 and the error "
+        "bound of every reply onset and latency stay within this (default 5; recorded in the "
+        "manifest; docs/pacing.md)",
     )
     p.add_argument(
         "--loop-lag-max-ms",
         type=float,
         default=20.0,
-        help="any single event-loop lag above this makes a rollout's timing not valid "
-        "(default 20: one frame)",
+        help="a received chunk whose arrival stamp may be this late (the event loop's lag "
+        "at its arrival) makes a rollout's timing not valid (default 20: one frame)",
     )
 
 
@@ -110,7 +111,7 @@ def tolerance_of(args: argparse.Namespace) -> Any:
     out = TimingTolerance()
     tol = getattr(args, "timing_tolerance_ms", None)
     if tol is not None:
-        out = dataclasses.replace(out, lateness_p99_ms=tol, loop_lag_p99_ms=tol)
+        out = dataclasses.replace(out, lateness_p99_ms=tol, figure_ms=tol)
     lag_max = getattr(args, "loop_lag_max_ms", None)
     if lag_max is not None:
         out = dataclasses.replace(out, loop_lag_max_ms=lag_max)
