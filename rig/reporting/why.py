@@ -63,9 +63,9 @@ def exit_line(
     """The last line of `rig run`: the exit code and why."""
     reasons = exit_reasons(rollouts, stop_reason=stop_reason, expected=expected)
     if code == 0 or not reasons:
-        return f"exit {code}: " + (
-            "the run did not succeed" if code else f"all {_n(len(rollouts), 'ok')}"
-        )
+        n = len(rollouts)
+        done = ("all " if n > 1 else "") + _n(n, "ok")
+        return f"exit {code}: " + ("the run did not succeed" if code else done)
     return f"exit {code}: " + "; ".join(reasons)
 
 
