@@ -9,7 +9,8 @@ metrics.json is written once per rollout, by the runner, after the session has e
 writer thread has closed that rollout's files (a barrier op) and the timing analysis
 (rig.analysis.finish) has run in a separate process (one worker, started on first use, at
 low priority) so it never competes with the audio loop for the GIL. If the analysis fails,
-metrics.json is still written, with `timing: {"error": ...}` and `pass: null`.
+metrics.json is still written, with `timing: {"error": ...}`, `pass: null` and status
+`analysis_error` (rig.analysis.outcome): not ok, redone on resume.
 
 A rollout whose files could not be written (the writer's per-rollout error) ends
 `write_error` with the file and errno in `reason`; resume redoes it. When the error says the
@@ -36,7 +37,8 @@ from typing import Any
 
 from rig import realtime
 from rig.analysis.finish import analyze_log, finish_rollout
-from rig.childproc import analysis_pool
+from rig.analysis.outcome import settle_analysis
+from rig.childproc import AnalysisWorker, analysis_pool
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
@@ -126,7 +128,7 @@ class Runner:
         self.analyze = analyze
         self.rt_priority = rt_priority  # SCHED_FIFO for the loop thread (rig/realtime.py)
         self.analysis_timeout_s = analysis_timeout_s
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._pool: AnalysisWorker | None = None
         self._phase_counter = 0
         self.analysis_error: str | None = None
         self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
@@ -432,7 +434,7 @@ class Runner:
                 "timing": {"error": f"{type(exc).__name__}: {exc}"},
                 "pass": None,
             }
-        return await self._write_metrics(d, metrics)
+        return await self._write_metrics(d, settle_analysis(metrics))
 
     async def _write_metrics(self, d: str, metrics: dict[str, Any]) -> dict[str, Any]:
         """metrics.json, off the loop. If it cannot be written the rollout is a write_error
@@ -456,7 +458,7 @@ class Runner:
             return {**metrics, "status": "write_error", "reason": f"metrics.json: {text}"}
         return metrics
 
-    def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+    def _analysis_pool(self) -> AnalysisWorker:
         if self._pool is None:
             self._pool = analysis_pool(__name__)
         return self._pool

@@ -95,7 +95,9 @@ def test_yield_agrees_with_truth_and_ignoring_fails(tmp_path: Path) -> None:
         m, truth = results[name]
         assert not [t for t in truth if t["event"] == "reply_cancel"]
         (y,) = m["timing"]["yields"]
-        assert m["pass"] is False, (name, y)
+        # real time: it talked on, a failure; a burst: its stream cannot tell (sent ahead,
+        # no acknowledgement), which is not a failure (tests/test_cannot_tell_e2e.py)
+        assert m["pass"] is (None if name == "ignore_burst" else False), (name, y)
         assert y["ack"]["yield_ms"] is None  # never acknowledged
         assert y["playback_untruncated"]["yield_ms"] > 2000
     (burst,) = results["ignore_burst"][0]["timing"]["yields"]

@@ -9,7 +9,9 @@ rollouts: they count as that rollout's `retries`. `aggregate` groups rollouts by
 `scenario` and `item` fields of their metrics (absent: `default`) and reports, per group:
 n, status counts, response latency (median, IQR, bootstrap CI of the median; p90 and p95
 with percentile-bootstrap CIs), rates with Wilson intervals (pass rate of the category's
-rule, interruption success per barge-in, backchannel rate per `backchannel` rollout), and
+rule, interruption success per barge-in, backchannel rate per `backchannel` rollout; a
+rollout whose rule could not tell, `pass: null` with a rule, is counted apart as `n_a` and
+left out of the rate: rig.analysis.verdicts), and
 the latency decomposition components when present. Per
 scenario the CI resamples whole items (cluster bootstrap), so repeats of one item do not
 pass for independent data.
@@ -33,6 +35,7 @@ from typing import Any
 from rig.analysis.rollout import read_json
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.analysis.sweep import turn_taking
+from rig.analysis.verdicts import count_na, verdict_of
 from rig.analysis.voicereport import voice_summary
 from rig.errors import ConfigError
 from rig.ids import count_retries, rollout_of_attempt
@@ -168,8 +171,9 @@ def _group_report(
         lat += vals
         clusters += [_cluster(r, cluster)] * len(vals)
     verdicts = [v for v in (_verdict(r.metrics) for r in used) if v is not None]
+    na = count_na(r.metrics for r in used)  # the rule could not tell: not in the rate
     valid = [v for r in rows if isinstance(v := r.metrics.get("timing_valid"), bool)]
-    yielded, bc = _event_rates(used)
+    yielded, bc, yield_na = _event_rates(used)
     level = ci.get("confidence", 0.95)
     components: dict[str, Any] = {}
     for key in (*COMPONENTS, *ENDPOINT_PARTS):
@@ -197,8 +201,8 @@ def _group_report(
         "censored": sum(r.metrics.get("censored") is True for r in rows),
         "latency_ms": latency,
         "n_items": len(set(_label(r.metrics, "item") for r in rows)),
-        "pass": rate(sum(verdicts), len(verdicts), level),
-        "interruption_success": rate(sum(yielded), len(yielded), level),
+        "pass": {**rate(sum(verdicts), len(verdicts), level), "n_a": na},
+        "interruption_success": {**rate(sum(yielded), len(yielded), level), "n_a": yield_na},
         "backchannel_rate": rate(sum(bc), len(bc), level),
         "components": components,
         # did the rig's own timing hold (recorded per rollout by runs that check it)
@@ -220,11 +224,13 @@ def _cluster(r: RolloutMetrics, tag: str | None) -> str:
     return str(v) if v is not None else f"(none)#{r.rollout_id}"
 
 
-def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool]]:
-    """Per barge-in: yielded within the rollout's yield_max_s (by its yield_from); per
-    rollout of kind `backchannel`: at least one system backchannel."""
+def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool], int]:
+    """Per barge-in: yielded within the rollout's yield_max_s (by its yield_from; a barge-in
+    whose yield cannot be told is counted apart); per rollout of kind `backchannel`: at
+    least one system backchannel."""
     yielded: list[bool] = []
     bc: list[bool] = []
+    na = 0
     for r in used:
         t = r.metrics.get("timing")
         if not isinstance(t, dict) or "error" in t:
@@ -233,12 +239,17 @@ def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool]]:
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
         max_ms = 1000.0 * float(params.get("yield_max_s", 1.0))
         for y in t.get("yields") or []:
-            if isinstance(y, dict):
+            if isinstance(y, dict) and "pass" in y:  # recorded: True, False or cannot tell
+                if isinstance(y["pass"], bool):
+                    yielded.append(y["pass"])
+                else:
+                    na += 1
+            elif isinstance(y, dict):
                 ms = y.get("yield_ms")
                 yielded.append(isinstance(ms, int | float) and ms <= max_ms)
         if t.get("kind") == "backchannel":
             bc.append(bool(t.get("backchannels")))
-    return yielded, bc
+    return yielded, bc, na
 
 
 def aggregate(
@@ -291,6 +302,12 @@ def aggregate(
         "timing_invalid": sorted(r.rollout_id for r in data.rollouts if timing_invalid(r)),
         "timing_invalid_excluded": not inv,
         "cluster": cluster or "item",
+        # the rule could not tell (pass null with a rule): counted apart, never a failure
+        "cannot_tell": sorted(
+            r.rollout_id
+            for r in data.rollouts
+            if r.status in statuses and verdict_of(r.metrics) == "n/a"
+        ),
         "problems": [
             {"rollout": r.rollout_id, "status": r.status, "problem": r.problem}
             for r in data.rollouts
@@ -336,6 +353,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "pass_rate",
     "pass_ci_low",
     "pass_ci_high",
+    "pass_na",
     *(f"{c[:-3]}_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_err_median_ms" for c in COMPONENTS),
     *(f"{c[:-3]}_{q}_ms" for c in ENDPOINT_PARTS for q in ("median", "iqr", "err_median")),
@@ -366,6 +384,7 @@ def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "pass_rate": g["pass"]["rate"],
             "pass_ci_low": g["pass"].get("ci_low"),
             "pass_ci_high": g["pass"].get("ci_high"),
+            "pass_na": g["pass"].get("n_a", 0),
         }
         for c in COMPONENTS:
             comp = g["components"].get(c, {})

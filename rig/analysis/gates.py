@@ -3,7 +3,9 @@
 `gate_values(report)` names every number a gate can read, from the aggregate's `overall`
 group (all rollouts; latencies from the statuses the report counts); `check_gates` compares.
 A gate whose value does not exist (no responses, no timing verdicts) fails: a CI gate that
-passes because nothing was measured would hide the problem it exists to catch.
+passes because nothing was measured would hide the problem it exists to catch. Rollouts whose
+rule could not tell (`n/a`, rig.analysis.verdicts) are missing data, not failures: left out
+of `pass_rate`, counted in `n_na`, and every pass-rate gate's line says how many.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ class GateResult:
     gate: Gate
     value: float | None
     passed: bool
+    note: str | None = None  # what the value left out (n/a rollouts)
 
     def line(self) -> str:
         got = "no value (nothing measured)" if self.value is None else f"{self.value:.6g}"
         verdict = "ok" if self.passed else "FAILED"
-        return f"gate {verdict}: {self.gate.metric} = {got}, wanted {self.gate.op} " + (
-            f"{self.gate.threshold:g}"
+        return (
+            f"gate {verdict}: {self.gate.metric} = {got}, wanted {self.gate.op} "
+            f"{self.gate.threshold:g}" + (f" ({self.note})" if self.note else "")
         )
 
 
@@ -59,6 +63,7 @@ def gate_values(report: dict[str, Any]) -> dict[str, float | None]:
         "n_not_ok": float(n - ok),
         "ok_rate": ok / n if n else None,
         "pass_rate": _num((g.get("pass") or {}).get("rate")),
+        "n_na": float((g.get("pass") or {}).get("n_a") or 0),
         "timing_valid_rate": _num((g.get("timing_valid") or {}).get("rate")),
     }
     voice = report.get("voice") or {}
@@ -103,8 +108,20 @@ def parse_gates(fail_under: list[str] | None, maximum: list[str] | None) -> list
     ]
 
 
+def gate_notes(report: dict[str, Any]) -> dict[str, str]:
+    """What a gate's value leaves out, by metric: the rollouts whose rule could not tell."""
+    na = int(((report.get("overall") or {}).get("pass") or {}).get("n_a") or 0)
+    if not na:
+        return {}
+    what = (
+        f"{na} rollout{'s' if na != 1 else ''} n/a: the rule cannot tell, left out as missing data"
+    )
+    return {"pass_rate": what}
+
+
 def check_gates(report: dict[str, Any], gates: list[Gate]) -> list[GateResult]:
     values = gate_values(report)
+    notes = gate_notes(report)
     out = []
     for gate in gates:
         v = values.get(gate.metric)
@@ -114,5 +131,5 @@ def check_gates(report: dict[str, Any], gates: list[Gate]) -> list[GateResult]:
             passed = v >= gate.threshold
         else:
             passed = v <= gate.threshold
-        out.append(GateResult(gate, v, passed))
+        out.append(GateResult(gate, v, passed, notes.get(gate.metric)))
     return out

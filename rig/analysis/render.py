@@ -60,6 +60,8 @@ def _row_cells(name: str, g: dict[str, Any]) -> list[Any]:
     passed = f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "-"
     if p.get("ci_low") is not None:
         passed += f" [{100 * p['ci_low']:.0f}–{100 * p['ci_high']:.0f}%]"
+    if p.get("n_a"):  # cannot tell: counted apart, not in the rate
+        passed += f" n/a {p['n_a']}"
     p95_ci = lat.get("p95_ci")
     p95 = _fmt(lat.get("p95"))
     if p95_ci:
@@ -170,3 +172,10 @@ def print_closing(console: Console, report: dict[str, Any]) -> None:
         console.print(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
+    na = report.get("cannot_tell") or []
+    if na:
+        console.print(
+            f"{len(na)} rollout(s) whose rule cannot tell (n/a: pass null, docs/metrics.md) are "
+            f"left out of the pass rates: {', '.join(na[:10])}" + (" ..." if len(na) > 10 else ""),
+            markup=False,
+        )

@@ -20,6 +20,7 @@ from typing import Any
 from rig.analysis.aggregate import RolloutMetrics, load_run
 from rig.analysis.rollout import read_jsonl
 from rig.analysis.scorerows import SCORE_COLUMNS, load_score_rows
+from rig.analysis.verdicts import verdict_of
 from rig.analysis.voicereport import reply_rows, with_reference
 from rig.extras import missing_module, require
 
@@ -27,7 +28,7 @@ Row = dict[str, Any]
 
 #: rollouts.csv / the rollouts table: these first, in this order; any other scalar after
 ROLLOUT_COLUMNS: tuple[str, ...] = (
-    "rollout_id", "scenario", "item", "kind", "repeat", "status", "reason", "pass",
+    "rollout_id", "scenario", "item", "kind", "repeat", "status", "reason", "pass", "verdict",
     "timing_valid", "timing_reason", "retries", "n_responses", "latency_median_ms",
     "latency_max_ms", "uplink_frames", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms",
     "stalls", "drift_ms", "downlink_chunks", "downlink_audio_s", "clock_method", "clock_drift_ppm",
@@ -119,6 +120,7 @@ def rollout_row(r: RolloutMetrics) -> Row:
         "status": r.status,
         "reason": _get(m, "reason") or r.problem,
         "pass": _verdict(m),
+        "verdict": verdict_of(m),  # pass / fail / n/a (the rule cannot tell) / None (no rule)
         "timing_valid": _get(m, "timing_valid"),
         "timing_reason": timing_reason(m),
         "retries": r.retries,

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from rig.analysis import yields as yield_measures
 from rig.analysis.activity import ActivityParams, Segment, refine_segments, speech_segments
+from rig.analysis.verdicts import interruption_verdict
 from rig.analysis.yields import Stream, YieldRules, validate_yield_from
 from rig.core.units import NS_PER_S
 from rig.errors import ConfigError
@@ -166,7 +167,7 @@ def analyze_segments(
     pauses = _pauses(user_s, turn_spans, system_s, p)
     overlaps = _overlaps(user_s, system_s)
     backchannels, takeovers = _system_inside_turns(turn_spans, system_s, p)
-    yr = YieldRules(p.yield_from, p.barge_in_search_s, p.response_window_s)
+    yr = YieldRules(p.yield_from, p.barge_in_search_s, p.response_window_s, p.yield_max_s)
     yields = [
         yield_measures.measure(
             inj.t_s, user_s, system_s, yr, stream=stream, stream_rate=stream_rate, acks_s=acks_s
@@ -391,15 +392,14 @@ def _rule(kind: str | None, m: dict[str, Any], p: TimingParams) -> tuple[bool | 
     if kind == "interruption":
         if not m["yields"]:
             return None, "interruption: no interruption injection"
-        ys = [y["yield_ms"] for y in m["yields"]]
-        head = f"interruption: system yields within {p.yield_max_s:g} s of barge-in"
-        if any(y["why_none"] == "no received.wav" for y in m["yields"]):
-            return None, f"{head}: cannot judge by {p.yield_from}: no received.wav"
-        ok = all(y is not None and y <= p.yield_max_s * 1000.0 for y in ys)
-        why = [y["why_none"] for y in m["yields"] if y["why_none"]]
-        return ok, f"{head} ({p.yield_from}: {ys}{'; ' + '; '.join(why) if why else ''})"
+        return interruption_verdict(m["yields"], p.yield_from, p.yield_max_s)
     if not m["user_backchannels"]:
         return None, "user_backchannel: no backchannel injection"
+    if not all(b["system_talking"] for b in m["user_backchannels"]):
+        return None, (
+            "user_backchannel: cannot tell: the system was not talking at a user backchannel "
+            "(nothing to keep talking through)"
+        )
     kept = [b["kept_talking"] for b in m["user_backchannels"]]
     return all(kept), (
         f"user_backchannel: system keeps talking {p.keep_talking_s:g} s past each user "

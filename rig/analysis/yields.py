@@ -19,8 +19,13 @@ time would "yield" there. Three measures, each labelled (docs/metrics.md):
             the end of the reply on the playback track rebuilt without truncation: each
             received chunk at max(arrival, end of the previous one), nothing dropped.
 
-The `interruption` rule reads `TimingParams.yield_from` (`stream` by default). The rig's
-truncated listener track is reported as `playback_truncated`, for reference only.
+The `interruption` rule reads `TimingParams.yield_from` (`stream` by default). Each yield
+carries `pass`: True or False where its measure exists, None ("cannot tell") where it cannot
+exist for this system (`cannot_tell`: a reply sent ahead in full before the barge-in, no
+received.wav, the system not talking at the barge-in): a burst sender that sends no
+acknowledgement cannot be judged from its stream, which is not the same as failing. A
+missing acknowledgement when the rule asked for `ack` is a failure. The rig's truncated
+listener track is reported as `playback_truncated`, for reference only.
 
 Segment ends on the rebuilt track are refined from the VAD frame to the last sample above
 the activity energy gate, so a yield is exact to the sample (not to the 20 ms frame).
@@ -51,6 +56,13 @@ ACK_KINDS: frozenset[str] = frozenset(
 
 #: a pause in arrivals longer than this ends the interrupted reply's run of chunks
 STREAM_GAP_S = 0.25
+#: measures that cannot exist for this rollout: the verdict is "cannot tell", not "failed"
+NO_STREAM: dict[str, Any] = {"yield_ms": None, "why_none": "no received.wav", "cannot_tell": True}
+NOT_TALKING: dict[str, Any] = {
+    "yield_ms": None,
+    "why_none": "system not talking at the barge-in: nothing to yield",
+    "cannot_tell": True,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +151,7 @@ class YieldRules:
     yield_from: str
     barge_in_search_s: float
     ack_window_s: float
+    yield_max_s: float = 1.0
 
 
 def measure(
@@ -168,14 +181,18 @@ def measure(
     }
     chosen = measures[p.yield_from]
     talking = measures["playback_untruncated"].get("system_talking")
+    ms = chosen.get("yield_ms")
+    # a measure that exists judges; one that cannot exist for this system says "cannot tell"
+    passed = None if chosen.get("cannot_tell") else (ms is not None and ms <= p.yield_max_s * 1e3)
     return {
         "injection_s": _r(t_inj),
         "barge_in_s": _r(barge),
         "barge_in_from": "vad" if onset is not None else "injection",
         "system_talking": talking if talking is not None else seg is not None,
         "yield_from": p.yield_from,
-        "yield_ms": chosen.get("yield_ms"),
+        "yield_ms": ms,
         "why_none": chosen.get("why_none"),
+        "pass": passed,
         **measures,
         "playback_truncated": truncated,
     }
@@ -183,26 +200,28 @@ def measure(
 
 def _untruncated_yield(barge: float, stream: Stream | None) -> dict[str, Any]:
     if stream is None:
-        return {"yield_ms": None, "why_none": "no received.wav"}
+        return {**NO_STREAM}
     seg = _active_at(barge, stream.segments)
     if seg is None:
-        return {"yield_ms": None, "why_none": "system not talking", "system_talking": False}
+        return {**NOT_TALKING, "system_talking": False}
     return {"yield_ms": _ms(seg[1] - barge), "system_end_s": _r(seg[1]), "system_talking": True}
 
 
 def _stream_yield(barge: float, stream: Stream | None, rate: int | None) -> dict[str, Any]:
     if stream is None or rate is None:
-        return {"yield_ms": None, "why_none": "no received.wav"}
+        return {**NO_STREAM}
     seg = _active_at(barge, stream.segments)
     if seg is None:
-        return {"yield_ms": None, "why_none": "system not talking"}
+        return {**NOT_TALKING}
     end = _run_end(stream, barge) if stream.dur_s else stream.arrival_of(seg[1], rate)
     if end is None:
-        return {"yield_ms": None, "why_none": "no loud audio in the interrupted reply"}
+        why = "no loud audio in the interrupted reply"
+        return {"yield_ms": None, "why_none": why, "cannot_tell": True}
     if end < barge:
         return {
             "yield_ms": None,
             "why_none": "sent ahead: the reply had arrived in full before the barge-in",
+            "cannot_tell": True,
             "sent_ahead": True,
             "stream_end_s": _r(end),
         }
@@ -224,7 +243,7 @@ def _run_end(stream: Stream, barge: float) -> float | None:
 
 def _ack_yield(barge: float, acks_s: Sequence[float] | None, p: YieldRules) -> dict[str, Any]:
     if acks_s is None:
-        return {"yield_ms": None, "why_none": "no events"}
+        return {"yield_ms": None, "why_none": "no events", "cannot_tell": True}
     t = next((a for a in sorted(acks_s) if barge - 0.05 <= a <= barge + p.ack_window_s), None)
     if t is None:
         return {"yield_ms": None, "why_none": "no acknowledgement from the server"}

@@ -13,6 +13,7 @@ from typing import Any
 from rig.analysis.rollout import read_json
 from rig.analysis.tables import RunTables, load_tables
 from rig.reporting.summary import load_rollouts
+from rig.reporting.why import exit_line, rollout_why, why_text
 
 #: exit statuses, as the command line's (rig.cli: 0 every rollout ok, 3 one is not)
 EXIT_OK = 0
@@ -37,6 +38,12 @@ class RolloutResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def why(self) -> str | None:
+        """One line: why this rollout is not ok (its status and reason, or the timing flag
+        on the rig's own timing), None when it is ok."""
+        return rollout_why(self.metrics)
 
     @property
     def latencies_ms(self) -> list[float]:
@@ -91,6 +98,24 @@ class RunResult:
         """What `rig run` exits with for this run: 0 ok, 3 a rollout not ok, its timing not
         valid, or the run stopped early."""
         return EXIT_OK if self.ok else EXIT_ROLLOUTS_FAILED
+
+    @property
+    def why(self) -> str:
+        """Why the run is not ok: the causes of its exit code on the first line, then one
+        line per rollout that is not ok with its reason ("" when the run is ok). Made for
+        `assert result.ok, result.why`."""
+        return why_text(self._metrics(), stop_reason=self.stop_reason)
+
+    def __str__(self) -> str:
+        line = exit_line(self.exit_code, self._metrics(), stop_reason=self.stop_reason)
+        head = f"run {self.run_id}: {line}"
+        why = self.why
+        return head if not why else head + "\n" + "\n".join(why.splitlines()[1:])
+
+    def _metrics(self) -> list[dict[str, Any]]:
+        return [
+            {**r.metrics, "rollout_id": r.rollout_id, "status": r.status} for r in self.rollouts
+        ]
 
     @property
     def statuses(self) -> dict[str, str]:

@@ -127,6 +127,7 @@ def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int
     from rig.recordings.rundir import done_status
     from rig.recordings.writer import write_json_atomic
     from rig.reporting.summary import print_summary
+    from rig.reporting.why import exit_line
     from rig.runner import new_run_id
     from rig.telemetry.fleetlink import TOKEN_ENV
 
@@ -185,14 +186,19 @@ def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int
     if any(c not in (EXIT_OK, EXIT_ROLLOUTS_FAILED) for c in codes):
         print(f"rig run: a worker failed (exit {codes}); see above", file=sys.stderr)
         return max(codes)
-    if manifest.get("stop_reason"):
-        print(f"rig run: stopped early: {manifest['stop_reason']}", file=sys.stderr)
-        return EXIT_ROLLOUTS_FAILED
-    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= len(rollout_ids)
-    invalid = timing_invalid_lines(rollouts)
-    for line in invalid:
-        print(line, file=sys.stderr)
-    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+    stop = manifest.get("stop_reason")
+    if stop:
+        print(f"rig run: stopped early: {stop}", file=sys.stderr)
+        code = EXIT_ROLLOUTS_FAILED
+    else:
+        ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= len(rollout_ids)
+        invalid = timing_invalid_lines(rollouts)
+        for line in invalid:
+            print(line, file=sys.stderr)
+        code = EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+    line = exit_line(code, rollouts, stop_reason=stop, expected=len(rollout_ids))
+    print(f"rig run: {line}", file=sys.stderr)
+    return code
 
 
 def fleet_monitor(

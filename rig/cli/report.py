@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         values = gate_values(report)
         out = {**report, "rollouts": rollouts, "gate_values": values, "scores": scores}
         out["gates"] = [
-            {"gate": r.gate.describe(), "value": r.value, "passed": r.passed} for r in results
+            {"gate": r.gate.describe(), "value": r.value, "passed": r.passed, "note": r.note}
+            for r in results
         ]
         print(json.dumps(out, indent=2, allow_nan=False))
         return _exit_status(args, rollouts, results)
@@ -281,8 +282,9 @@ def _exit_status(
     from rig.cli import EXIT_FAILED, EXIT_OK, EXIT_ROLLOUTS_FAILED
 
     failed = [r for r in results if not r.passed]
-    for r in failed:
-        print(f"rig report: {r.line()}", file=sys.stderr)
+    for r in results:
+        if not r.passed or r.note:  # a passing gate says what it left out (n/a rollouts)
+            print(f"rig report: {r.line()}", file=sys.stderr)
     if failed:
         return EXIT_FAILED
     if not (results or args.junit):

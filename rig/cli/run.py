@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from rig.reporting.summary import print_summary
+    from rig.reporting.why import exit_line
 
     specs, config = prepare(args)
     if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
@@ -220,9 +221,12 @@ def run(args: argparse.Namespace) -> int:
             f"--run-id {runner.run_id} to resume",
             file=sys.stderr,
         )
-        return EXIT_ROLLOUTS_FAILED
-    ok = all(m.get("status") == "ok" for m in rollouts)
-    invalid = timing_invalid_lines(rollouts)
-    for line in invalid:
-        print(line, file=sys.stderr)
-    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+        code = EXIT_ROLLOUTS_FAILED
+    else:
+        ok = all(m.get("status") == "ok" for m in rollouts)
+        invalid = timing_invalid_lines(rollouts)
+        for line in invalid:
+            print(line, file=sys.stderr)
+        code = EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+    print(f"rig run: {exit_line(code, rollouts, stop_reason=runner.stop_reason)}", file=sys.stderr)
+    return code

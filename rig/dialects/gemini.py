@@ -15,9 +15,16 @@ How this works:
             `interrupted`, `turnComplete`, `generationComplete`, transcriptions, `goAway`,
             `usageMetadata`, `toolCall` -> DownEvents. Gemini interrupts on its own when it
             hears the user (`interrupted`), so there is no truncate request to send.
+            `voiceActivity` (ACTIVITY_START/END, with `audioOffset`) and
+            `voiceActivityDetectionSignal` (VAD_SIGNAL_TYPE_SOS/EOS) -> `speech_started` /
+            `speech_stopped`, as OpenAI's VAD events: detect/generation get measured. A
+            field rig does not know is recorded as an `unknown` event, never an error.
 Client side (the recording proxy, `decode_client`): `setup` -> session; `realtimeInput.audio`
 (and the older `mediaChunks`) -> UpAudio at its MIME rate; `activityStart` / `activityEnd`
 -> turn_start / turn_end; `audioStreamEnd` -> end; `clientContent` -> client_content.
+Both directions read JSON as protobuf parses it (rig.dialects.protojson): camelCase or
+snake_case names (the google-genai client sends `realtime_input`, `mime_type`), standard or
+URL-safe base64, enums by name or number.
 Credentials: GEMINI_API_KEY or GOOGLE_API_KEY, sent as the `x-goog-api-key` header only.
 Gemini reports errors by closing the socket with a reason; the transport turns that into a
 transport error carrying the close code.
@@ -29,7 +36,8 @@ from typing import Any
 
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
-from rig.dialects._wire import b64_to_pcm, dumps, env_secret, load_object, pcm_to_b64, scrub
+from rig.dialects import protojson as pj
+from rig.dialects._wire import dumps, env_secret, load_object, pcm_to_b64, scrub
 from rig.dialects.base import Dialect, Message
 from rig.dialects.endpointer import check_ms
 from rig.dialects.history import check_history, history_sent
@@ -88,6 +96,31 @@ def detection_config(
 
 #: realtimeInput markers from a client -> the rig's kinds
 _CLIENT_MARKS = {"activityStart": "turn_start", "activityEnd": "turn_end", "audioStreamEnd": "end"}
+_TRANSCRIPTIONS = {
+    "inputTranscription": "input_transcription",
+    "outputTranscription": "output_transcription",
+}
+#: the server's voice activity (LiveServerMessage.voice_activity / _detection_signal)
+_VAD_FIELDS = ("voiceActivity", "voiceActivityDetectionSignal")
+_ACTIVITY_TYPES = ("TYPE_UNSPECIFIED", "ACTIVITY_START", "ACTIVITY_END")
+_VAD_TYPES = ("VAD_SIGNAL_TYPE_UNSPECIFIED", "VAD_SIGNAL_TYPE_SOS", "VAD_SIGNAL_TYPE_EOS")
+_ACTIVITY = {
+    "ACTIVITY_START": "speech_started",
+    "ACTIVITY_END": "speech_stopped",
+    "VAD_SIGNAL_TYPE_SOS": "speech_started",
+    "VAD_SIGNAL_TYPE_EOS": "speech_stopped",
+}
+#: every field of the messages, by JSON name (google-genai types: LiveServerMessage,
+#: LiveServerContent, LiveClientMessage); anything else is recorded as `unknown`
+_SERVER_FIELDS = (*_TOP_LEVEL, *_VAD_FIELDS, "serverContent", "error")
+_CONTENT_FIELDS = (*_FLAGS, *_TRANSCRIPTIONS, "modelTurn")
+_CLIENT_FIELDS = ("setup", "clientContent", "realtimeInput", "toolResponse")
+
+
+def _some(msg: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """The unknown fields' values (scrubbed), if the message is small enough to keep."""
+    values = {k: msg[k] for k in keys[:20]}
+    return {"values": scrub(values)} if len(str(values)) <= 2000 else {}
 
 
 def rate_of(mime: object) -> int | None:
@@ -222,75 +255,109 @@ class GeminiDialect(Dialect):
         msg = load_object(message)  # Gemini sends its JSON in text or binary frames
         out: list[Incoming] = []
         for key, kind in _TOP_LEVEL.items():
-            if key in msg:
-                out.append(DownEvent(kind, t_ns, scrub({key: msg[key]})))
+            if pj.has(msg, key):
+                out.append(DownEvent(kind, t_ns, scrub({key: pj.get(msg, key)})))
                 if key == "setupComplete" and not self._ready:
                     self._ready = True
                     if self.history:  # before the transport lets audio flow
                         self._outgoing.append(self.history_message())
                         out.append(history_sent(self.history, t_ns))
-        content = msg.get("serverContent")
-        if content is not None:
+        for key in _VAD_FIELDS:
+            if pj.has(msg, key):
+                out.append(self._vad(key, pj.get(msg, key), t_ns))
+        content = pj.get(msg, "serverContent")
+        if pj.has(msg, "serverContent"):
             if not isinstance(content, dict):
                 raise ProtocolError("gemini: serverContent is not an object", str(msg)[:200])
             out.extend(self._content(content, t_ns) or [DownEvent("server_content", t_ns, {})])
-        if not out:
-            if "error" in msg:
-                raise ProtocolError(f"gemini server error: {msg['error']}", scrub(msg))
-            raise ProtocolError(
-                f"gemini: message with none of the known fields ({', '.join(msg)[:100]})",
-                str(msg)[:200],
-            )
+        if pj.has(msg, "error") and not out:
+            raise ProtocolError(f"gemini server error: {pj.get(msg, 'error')}", scrub(msg))
+        extra = pj.unknown(msg, _SERVER_FIELDS)
+        if extra:  # a field rig does not know yet: on record, never the end of a rollout
+            out.append(DownEvent("unknown", t_ns, {"fields": extra[:20], **_some(msg, extra)}))
         return out
+
+    def _vad(self, key: str, signal: Any, t_ns: int) -> DownEvent:
+        """`voiceActivity` / `voiceActivityDetectionSignal` -> `speech_started` /
+        `speech_stopped`, the events OpenAI's speech_started/stopped become: the system's
+        end-of-turn decision (endpointing vs generation) and, with `audioOffset`, where it
+        put the speech on its input stream (`audio_start_ms` / `audio_end_ms`)."""
+        if key == "voiceActivity":
+            raw = pj.get(signal, "type")
+            if raw is None:
+                raw = pj.get(signal, "voiceActivityType")
+            kind = _ACTIVITY.get(pj.enum_name(raw, _ACTIVITY_TYPES) or "")
+        else:
+            kind = _ACTIVITY.get(pj.enum_name(pj.get(signal, "vadSignalType"), _VAD_TYPES) or "")
+        data: dict[str, Any] = {"wire": key, "signal": scrub(signal)}
+        offset_ms = pj.duration_ms(pj.get(signal, "audioOffset"))
+        if kind is not None and offset_ms is not None:
+            edge = "audio_start" if kind == "speech_started" else "audio_end"
+            data[f"{edge}_ms"] = offset_ms
+            data[f"{edge}_uplink_t_ns"] = self.sendlog.time_of_ms(offset_ms)
+        return DownEvent(kind or "voice_activity", t_ns, data)
 
     def _content(self, content: dict[str, Any], t_ns: int) -> list[Incoming]:
         out: list[Incoming] = []
-        turn = content.get("modelTurn")
+        turn = pj.get(content, "modelTurn")
         if isinstance(turn, dict):
-            for part in turn.get("parts") or []:
-                blob = part.get("inlineData") if isinstance(part, dict) else None
+            for part in pj.get(turn, "parts") or []:
+                blob = pj.get(part, "inlineData")
                 if isinstance(blob, dict):
-                    rate = rate_of(blob.get("mimeType")) or OUT_RATE
-                    out.append(DownAudio(b64_to_pcm(blob.get("data")), rate, t_ns, None, None))
-                elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                    out.append(DownEvent("text", t_ns, {"text": part["text"]}))
+                    rate = rate_of(pj.get(blob, "mimeType")) or OUT_RATE
+                    pcm = pj.b64_pcm(pj.get(blob, "data"))
+                    out.append(DownAudio(pcm, rate, t_ns, None, None))
+                elif isinstance(pj.get(part, "text"), str):
+                    out.append(DownEvent("text", t_ns, {"text": pj.get(part, "text")}))
         for key, kind in _FLAGS.items():
-            if content.get(key):
+            if pj.get(content, key):
                 out.append(DownEvent(kind, t_ns, {}))
-        for key, kind in (
-            ("inputTranscription", "input_transcription"),
-            ("outputTranscription", "output_transcription"),
-        ):
-            if isinstance(content.get(key), dict):
-                out.append(DownEvent(kind, t_ns, {"text": content[key].get("text")}))
+        for key, kind in _TRANSCRIPTIONS.items():
+            text = pj.get(content, key)
+            if isinstance(text, dict):
+                out.append(DownEvent(kind, t_ns, {"text": pj.get(text, "text")}))
+        extra = pj.unknown(content, _CONTENT_FIELDS)
+        if extra:
+            out.append(DownEvent("server_content", t_ns, {"fields": extra[:20]}))
         return out
 
     def decode_client(self, message: Message, t_ns: int) -> list[Outgoing]:
         msg = load_object(message)
         out: list[Outgoing] = []
-        if "setup" in msg:
-            out.append(UpEvent("session", t_ns, {"setup": scrub(msg["setup"])}))
-        if "clientContent" in msg:
+        if pj.has(msg, "setup"):
+            out.append(UpEvent("session", t_ns, {"setup": scrub(pj.get(msg, "setup"))}))
+        if pj.has(msg, "clientContent"):
             out.append(UpEvent("client_content", t_ns, {}))
-        rt = msg.get("realtimeInput")
-        if rt is not None:
+        if pj.has(msg, "toolResponse"):
+            out.append(UpEvent("tool_response", t_ns, {}))
+        rt = pj.get(msg, "realtimeInput")
+        if pj.has(msg, "realtimeInput"):
             if not isinstance(rt, dict):
                 raise ProtocolError("gemini: realtimeInput is not an object", str(msg)[:200])
-            blobs = [rt["audio"]] if isinstance(rt.get("audio"), dict) else []
-            chunks = rt.get("mediaChunks")
+            audio = pj.get(rt, "audio")
+            blobs = [audio] if isinstance(audio, dict) else []
+            chunks = pj.get(rt, "mediaChunks")
             if isinstance(chunks, list):
                 blobs += [c for c in chunks if isinstance(c, dict)]
             for blob in blobs:
-                rate = rate_of(blob.get("mimeType")) or WIRE_IN_RATE
-                out.append(UpAudio(b64_to_pcm(blob.get("data")), rate, t_ns, None))
+                mime = pj.get(blob, "mimeType")
+                if isinstance(mime, str) and not mime.startswith("audio/"):
+                    continue  # video or an image in mediaChunks: not audio
+                rate = rate_of(mime) or WIRE_IN_RATE
+                out.append(UpAudio(pj.b64_pcm(pj.get(blob, "data")), rate, t_ns, None))
             for key, kind in _CLIENT_MARKS.items():
-                if key in rt:
+                if pj.has(rt, key):
                     out.append(UpEvent(kind, t_ns, {}))
-        if not out:
+            if not out:  # text or video only
+                out.append(UpEvent("realtime_input", t_ns, {"fields": sorted(rt)[:20]}))
+        extra = pj.unknown(msg, _CLIENT_FIELDS)
+        if not out:  # the service itself rejects such a message (protobuf: unknown name)
             raise ProtocolError(
                 f"gemini: client message with none of the known fields ({', '.join(msg)[:100]})",
                 str(msg)[:200],
             )
+        if extra:  # beside known ones: recorded, not the end of the proxied rollout
+            out.append(UpEvent("unknown", t_ns, {"fields": extra[:20]}))
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -38,8 +38,9 @@ from urllib.parse import urlsplit, urlunsplit
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from rig.analysis.outcome import settle_analysis
 from rig.analysis.proxysplit import finish_proxied
-from rig.childproc import analysis_pool
+from rig.childproc import AnalysisWorker, analysis_pool
 from rig.clock.base import Clock, MonotonicClock
 from rig.core.metrics import Outcome, build_metrics
 from rig.dialects import get_dialect
@@ -117,7 +118,7 @@ class RecordingProxy:
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self._writer = RecordingWriter()
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._pool: AnalysisWorker | None = None
         self._manifest: dict[str, Any] = {}
         self.run_id = os.path.basename(os.path.normpath(out_dir))
         self.results: dict[str, dict[str, Any]] = {}
@@ -381,6 +382,7 @@ class RecordingProxy:
             if isinstance(exc, concurrent.futures.BrokenExecutor):
                 self._pool = None
             metrics = {**metrics, "timing": {"error": f"{type(exc).__name__}: {exc}"}}
+        metrics = settle_analysis(metrics)
         if isinstance(metrics.get("reason"), str):
             metrics["reason"] = redact_text(metrics["reason"])
         self.results[pc.rollout_id] = metrics
@@ -393,7 +395,7 @@ class RecordingProxy:
         except OSError as exc:
             self.results[pc.rollout_id] = {**metrics, "status": "write_error", "reason": str(exc)}
 
-    def _analysis_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+    def _analysis_pool(self) -> AnalysisWorker:
         if self._pool is None:
             self._pool = analysis_pool(__name__)
         return self._pool

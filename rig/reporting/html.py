@@ -21,6 +21,7 @@ from rig.analysis.aggregate import COMPONENTS
 from rig.analysis.gates import GateResult, gate_values
 from rig.analysis.rollout import RolloutView, load_rollout, read_track
 from rig.analysis.tables import timing_reason
+from rig.analysis.verdicts import FAIL, NA, PASS, verdict_of
 from rig.errors import RigError
 from rig.reporting.svg import SPLIT_COLORS, cdf_svg, split_bar_svg, timeline_svg
 from rig.reporting.voicehtml import voice_section
@@ -83,7 +84,11 @@ def _summary(report: dict[str, Any], gates: list[GateResult], manifest: dict[str
             "latency p50 / p90 / p95 / p99 ms",
             " / ".join(_fmt(v[f"latency_{q}_ms"], 0) for q in ("p50", "p90", "p95", "p99")),
         ),
-        ("timing rule pass rate", _fmt(v["pass_rate"], 3)),
+        (
+            "timing rule pass rate",
+            _fmt(v["pass_rate"], 3)
+            + (f" (n/a {v['n_na']:.0f}: cannot tell, left out)" if v["n_na"] else ""),
+        ),
         ("timing valid (rig's own timing held)", _fmt(v["timing_valid_rate"], 3)),
     ]
     out = ["<table>"]
@@ -114,7 +119,8 @@ def _items(report: dict[str, Any]) -> str:
             "<tr>" + _td(g["scenario"], True) + _td(g["item"], True) + _td(g["n"])
             + _td(statuses, True) + _td(_fmt(lat.get("median"), 0))
             + _td(_fmt(lat.get("p95"), 0)) + _td(_fmt(lat.get("iqr"), 0)) + _td(ci)
-            + _td(f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "–") + "</tr>"
+            + _td((f"{p['passed']}/{p['evaluated']}" if p["evaluated"] else "–")
+                  + (f" n/a {p['n_a']}" if p.get("n_a") else "")) + "</tr>"
         )  # fmt: skip
     out.append("</table>")
     return "".join(out)
@@ -160,11 +166,12 @@ def _validity(rollouts: list[dict[str, Any]]) -> str:
         late = _obj(up.get("lateness_ms"))
         fit = _obj(m.get("clock_fit"))
         status = str(m.get("status", "?"))
-        passed = m.get("pass")
-        passed = passed if isinstance(passed, bool) else None
+        shown: dict[str, bool | str] = {PASS: True, FAIL: False, NA: "n/a"}
+        passed = shown.get(verdict_of(m) or "")
         valid = m.get("timing_valid")
         valid = valid if isinstance(valid, bool) else None
-        verdict = {True: ("pass", "good"), False: ("FAIL", "bad"), None: ("–", "muted")}
+        verdict = {True: ("pass", "good"), False: ("FAIL", "bad"), None: ("–", "muted"),
+                   "n/a": ("n/a (cannot tell)", "muted")}  # fmt: skip
         validity = {True: ("yes", "good"), False: ("NO", "bad"), None: ("not recorded", "muted")}
         out.append(
             "<tr>" + _td(m.get("rollout_id"), True) + _td(status, True, _cls_status(status))

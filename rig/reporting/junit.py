@@ -3,7 +3,9 @@
 A rollout that did not finish (`error`, `write_error`, `missing`, ...) is an `<error>`; one
 that finished but failed its timing rule (or heard no audio) is a `<failure>` with the rule;
 `timing_valid: false` (the rig's own timing did not hold) is a failure too, since its numbers
-cannot be trusted. Gates go in their own suite, `rig.gates`. Every text comes from files and
+cannot be trusted. A rule that cannot tell for this system (`pass: null`, docs/metrics.md)
+is `<skipped>` with its reason: neither a pass nor a failure. Gates go in their own suite,
+`rig.gates`. Every text comes from files and
 peers: ElementTree escapes it, and characters XML cannot carry are replaced.
 """
 
@@ -16,6 +18,7 @@ from typing import Any
 
 from rig.analysis.gates import GateResult
 from rig.analysis.tables import timing_reason
+from rig.analysis.verdicts import NA, na_reason, verdict_of
 
 #: XML 1.0 cannot carry these (a server's error text might)
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -45,6 +48,8 @@ def _verdict(m: dict[str, Any]) -> tuple[str, str, str] | None:
         return "failure", "timing_invalid", str(why)
     if passed is False:
         return "failure", "timing_rule", str(rule or "the item's timing rule failed")
+    if verdict_of(m) == NA:  # the rule cannot tell for this system: not a pass, not a fail
+        return "skipped", "cannot_tell", str(na_reason(m))
     return None
 
 
@@ -67,7 +72,7 @@ def build_junit(
         suites.setdefault(str(m.get("scenario") or "default"), []).append(m)
     for scenario, ms in sorted(suites.items()):
         suite = ET.SubElement(root, "testsuite", name=_text(f"rig.{scenario}"))
-        counts = {"tests": 0, "failures": 0, "errors": 0}
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         total_s = 0.0
         for m in ms:
             dur = _duration_s(m)
@@ -93,7 +98,10 @@ def build_junit(
                 tag, kind, message = v
                 el = ET.SubElement(case, tag, type=_text(kind), message=_text(message))
                 el.text = _text(message)
-                counts["failures" if tag == "failure" else "errors"] += 1
+                if tag != "skipped":
+                    counts["failures" if tag == "failure" else "errors"] += 1
+                else:
+                    counts["skipped"] += 1
             lat = [
                 r.get("latency_ms")
                 for r in (m.get("responses") or [])
@@ -108,6 +116,7 @@ def build_junit(
         suite.set("tests", str(counts["tests"]))
         suite.set("failures", str(counts["failures"]))
         suite.set("errors", str(counts["errors"]))
+        suite.set("skipped", str(counts["skipped"]))
         suite.set("time", f"{total_s:.3f}")
     if gates:
         suite = ET.SubElement(root, "testsuite", name="rig.gates")

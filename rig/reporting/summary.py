@@ -56,11 +56,11 @@ def summary_table(rollouts: list[dict[str, Any]]) -> Table:
         "stalls",
         "rig",
     ):
-        # a status word is never cut (`write_error`): the reason after it wraps instead
+        # a status word is never cut (`analysis_error`): the reason after it wraps instead
         t.add_column(
             col,
             justify="left" if col in ("rollout", "status") else "right",
-            min_width={"status": 11, "rig": 3}.get(col),
+            min_width={"status": 14, "rig": 3}.get(col),
         )
     for m in rollouts:
         responses = m.get("responses")

@@ -52,3 +52,28 @@ def test_values_and_verdicts() -> None:
 def test_bad_gates_are_usage_errors(under: list[str], maximum: list[str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_gates(under, maximum)
+
+
+def test_na_rollouts_are_missing_data_and_the_gate_says_so() -> None:
+    """Rollouts whose rule cannot tell (n/a) are neither passes nor failures: left out of
+    pass_rate, counted in n_na, named on the pass-rate gate's line."""
+    some = {**REPORT, "overall": {**REPORT["overall"],
+            "pass": {"evaluated": 3, "passed": 3, "rate": 1.0, "n_a": 2}}}  # fmt: skip
+    (r,) = check_gates(some, parse_gates(["pass_rate=0.9"], None))
+    assert r.passed and r.line() == (
+        "gate ok: pass_rate = 1, wanted >= 0.9 "
+        "(2 rollouts n/a: the rule cannot tell, left out as missing data)"
+    )
+    assert gate_values(some)["n_na"] == 2.0
+    none = {**REPORT, "overall": {**REPORT["overall"],
+            "pass": {"evaluated": 0, "passed": 0, "rate": None, "n_a": 1}}}  # fmt: skip
+    (r,) = check_gates(none, parse_gates(["pass_rate=0"], None))
+    assert not r.passed and r.value is None
+    assert r.line() == (
+        "gate FAILED: pass_rate = no value (nothing measured), wanted >= 0 "
+        "(1 rollout n/a: the rule cannot tell, left out as missing data)"
+    )
+    (r,) = check_gates(none, parse_gates(None, ["n_na=0"]))
+    assert not r.passed and r.value == 1.0
+    (r,) = check_gates(REPORT, parse_gates(["pass_rate=0.5"], None))
+    assert r.note is None  # no n/a: the line as before

@@ -116,3 +116,25 @@ def test_moshi_client_opus_decodes_to_audio_of_the_same_length() -> None:
 def test_garbage_from_a_client_is_a_protocol_error(name: str, message: str | bytes) -> None:
     with pytest.raises(ProtocolError):
         get_dialect(name).decode_client(message, 0)
+
+
+def test_gemini_client_as_the_google_genai_sdk_sends_it() -> None:
+    """snake_case top-level names and blob fields, URL-safe base64 without padding."""
+    import base64
+
+    d = get_dialect("gemini")
+    pcm = np.frombuffer(bytes([0xFB, 0xFF, 0xBF, 0xFE] * 80), "<i2").copy()
+    data = base64.urlsafe_b64encode(pcm.astype("<i2").tobytes()).decode().rstrip("=")
+    msg = {"realtime_input": {"audio": {"data": data, "mime_type": "audio/pcm;rate=16000"}}}
+    (up,) = d.decode_client(json.dumps(msg), 5)
+    assert up.sample_rate == 16_000 and np.array_equal(up.pcm, pcm)
+    (ev,) = d.decode_client('{"realtime_input": {"activity_end": {}}}', 6)
+    assert ev.kind == "turn_end"
+    (ev,) = d.decode_client('{"realtime_input": {"audio_stream_end": true}}', 6)
+    assert ev.kind == "end"
+    (ev,) = d.decode_client('{"client_content": {"turns": [], "turn_complete": true}}', 7)
+    assert ev.kind == "client_content"
+    (ev,) = d.decode_client('{"tool_response": {"function_responses": []}}', 8)
+    assert ev.kind == "tool_response"
+    (ev,) = d.decode_client('{"realtime_input": {"text": "hi"}}', 9)
+    assert ev.kind == "realtime_input"

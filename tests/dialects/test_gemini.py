@@ -65,7 +65,7 @@ def test_downlink_audio_events_and_garbage() -> None:
     audio, ev = d.decode(json.dumps(msg).encode(), 3)
     assert audio.sample_rate == 24_000 and np.array_equal(audio.pcm, pcm)
     assert ev.kind == "interrupted"
-    for bad in ("nope", '{"mystery": 1}', '{"serverContent": 3}'):
+    for bad in ("nope", '{"serverContent": 3}', '{"error": {"code": 3}}'):
         with pytest.raises(ProtocolError):
             d.decode(bad, 0)
 
@@ -141,3 +141,90 @@ async def test_text_history_goes_as_client_content_before_the_audio(tmp_path) ->
     assert r.find("history.sent") and r.metrics["downlink"]["audio_s"] == pytest.approx(
         0.5, abs=0.01
     )
+
+
+def _pcm_b64(pcm: np.ndarray, *, urlsafe: bool = False, pad: bool = True) -> str:
+    import base64
+
+    raw = pcm.astype("<i2").tobytes()
+    text = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(raw).decode()
+    return text if pad else text.rstrip("=")
+
+
+# bytes whose base64 has '-' and '_' in the URL-safe alphabet (and '+', '/' in the standard)
+_PCM = np.frombuffer(bytes([0xFB, 0xFF, 0xBF, 0xFE, 0xFF, 0xEF] * 40), "<i2").copy()
+
+
+@pytest.mark.parametrize("urlsafe", [False, True])
+@pytest.mark.parametrize("pad", [True, False])
+def test_server_audio_in_either_spelling_and_alphabet(urlsafe: bool, pad: bool) -> None:
+    """As protobuf's JSON parser reads it: snake_case or camelCase, URL-safe base64 too."""
+    data = _pcm_b64(_PCM, urlsafe=urlsafe, pad=pad)
+    assert ("-" in data or "_" in data) == urlsafe
+    for msg in (
+        {"serverContent": {"modelTurn": {"parts": [{"inlineData": {
+            "mimeType": "audio/pcm;rate=24000", "data": data}}]}, "turnComplete": True}},
+        {"server_content": {"model_turn": {"parts": [{"inline_data": {
+            "mime_type": "audio/pcm;rate=24000", "data": data}}]}, "turn_complete": True}},
+    ):  # fmt: skip
+        audio, done = GeminiDialect().decode(json.dumps(msg), 7)
+        assert np.array_equal(audio.pcm, _PCM) and audio.sample_rate == 24_000
+        assert done.kind == "turn_complete"
+    (ev,) = GeminiDialect().decode('{"setup_complete": {}}', 1)
+    assert ev.kind == "setup_complete"
+
+
+def test_unknown_server_fields_are_events_not_errors() -> None:
+    d = GeminiDialect()
+    (ev,) = d.decode('{"mystery": 1}', 4)
+    assert ev.kind == "unknown" and ev.data["fields"] == ["mystery"]
+    assert ev.data["values"] == {"mystery": 1}
+    got = d.decode('{"serverContent": {"turnComplete": true, "turnCompleteReason": "X"}}', 5)
+    assert [e.kind for e in got] == ["turn_complete", "server_content"]
+    assert got[1].data == {"fields": ["turnCompleteReason"]}
+
+
+_STARTED, _STOPPED = "speech_started", "speech_stopped"
+
+
+def test_voice_activity_maps_to_speech_started_and_stopped() -> None:
+    """Both of LiveServerMessage's VAD fields, as the service sends them (voiceActivity's
+    wire field is `type`; the SDK calls it voice_activity_type), enums by name or number."""
+    d = GeminiDialect()
+    d.encode_audio(np.zeros(16_000, np.int16), 0, 0, 1_000_000_000)  # 1 s sent at t=1 s
+    start, stop = (
+        d.decode(json.dumps({"voiceActivity": {"type": t, "audioOffset": off}}), 9)[0]
+        for t, off in (("ACTIVITY_START", "0.250s"), (2, "0.5s"))
+    )
+    assert start.kind == "speech_started" and start.data["audio_start_ms"] == 250.0
+    assert stop.kind == "speech_stopped" and stop.data["audio_end_ms"] == 500.0
+    assert stop.data["audio_end_uplink_t_ns"] is not None
+    for msg, kind in (
+        ({"voiceActivityDetectionSignal": {"vadSignalType": "VAD_SIGNAL_TYPE_SOS"}}, _STARTED),
+        ({"voice_activity_detection_signal": {"vad_signal_type": "vad_signal_type_eos"}}, _STOPPED),
+        ({"voice_activity": {"voice_activity_type": "ACTIVITY_END"}}, "speech_stopped"),
+        ({"voiceActivity": {"type": "TYPE_UNSPECIFIED"}}, "voice_activity"),
+    ):  # fmt: skip
+        (ev,) = GeminiDialect().decode(json.dumps(msg), 3)
+        assert ev.kind == kind, msg
+
+
+def test_field_names_are_the_sdks() -> None:
+    """Every field the decoders read exists in google-genai's own types (their JSON names)."""
+    types = pytest.importorskip("google.genai.types")
+    from rig.dialects import gemini
+    from rig.dialects.protojson import json_name
+
+    def names(model: type) -> set[str]:
+        return {json_name(f) for f in model.model_fields}
+
+    server = names(types.LiveServerMessage)
+    assert set(gemini._SERVER_FIELDS) - {"error"} <= server, set(gemini._SERVER_FIELDS) - server
+    assert set(gemini._CONTENT_FIELDS) <= names(types.LiveServerContent)
+    assert set(gemini._CLIENT_FIELDS) <= names(types.LiveClientMessage)
+    assert set(gemini._CLIENT_MARKS) <= names(types.LiveClientRealtimeInput)
+    assert {"audio", "mediaChunks"} <= names(types.LiveClientRealtimeInput)
+    assert {"mimeType", "data"} <= names(types.Blob)
+    assert "inlineData" in names(types.Part) and "modelTurn" in names(types.LiveServerContent)
+    assert "vadSignalType" in names(types.VoiceActivityDetectionSignal)
+    assert "audioOffset" in names(types.VoiceActivity)

@@ -23,6 +23,24 @@ def unb64(s: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(s), dtype="<i2").astype(np.int16)
 
 
+def unb64_proto(s: str) -> np.ndarray:
+    """PCM16 from protobuf-JSON bytes: standard or URL-safe base64, padding optional (what
+    Google's parsers accept; the google-genai client sends URL-safe)."""
+    s = s.replace("-", "+").replace("_", "/")
+    raw = base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+    return np.frombuffer(raw, dtype="<i2").astype(np.int16)
+
+
+def pget(obj: object, name: str) -> object:
+    """A protobuf-JSON field by its lowerCamelCase JSON name or its snake_case proto name
+    (Google's parsers accept both): `pget(msg, "realtimeInput")` finds `realtime_input`."""
+    if not isinstance(obj, dict):
+        return None
+    if name in obj:
+        return obj[name]
+    return obj.get("".join("_" + c.lower() if c.isupper() else c for c in name))
+
+
 def faults(path: str) -> dict[str, str]:
     """?fault=malformed&at_s=0.5 on the connect URL selects a fault for that connection."""
     q = parse_qs(urlsplit(path).query)

@@ -7,6 +7,12 @@ disables it, `activityStart` / `activityEnd`; replies as `serverContent.modelTur
 speech during a reply sends `interrupted`; `clientContent` turns (user/model, with parts) are
 taken as history (a reply only with turnComplete). Errors close the socket with a code and reason,
 as Gemini does. Faults from the URL query: fault=disconnect|malformed, at_s=SECONDS.
+Client JSON is read as Google's protobuf parser reads it: each field by its camelCase JSON
+name or its snake_case proto name (the google-genai client sends `realtime_input`,
+`mime_type`), bytes in standard or URL-safe base64. With `voice_activity=True` its VAD
+also sends `voiceActivity` messages (`{"type": "ACTIVITY_START"|"ACTIVITY_END",
+"audioOffset": "1.250s"}`, the wire shape google-genai's LiveServerMessage.voice_activity
+reads), as the service does where it reports voice activity.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.server import ServerConnection, serve
 
-from tests.fakes._common import EnergyVad, b64, faults, tone, unb64
+from tests.fakes._common import EnergyVad, b64, faults, pget, tone, unb64_proto
 
 IN_RATE, OUT_RATE = 16_000, 24_000
 
@@ -38,8 +44,14 @@ class GeminiLog:
 
 class FakeGeminiServer:
     def __init__(
-        self, *, reply_s: float = 0.8, model_delay_s: float = 0.15, silence_ms: float = 400.0
+        self,
+        *,
+        reply_s: float = 0.8,
+        model_delay_s: float = 0.15,
+        silence_ms: float = 400.0,
+        voice_activity: bool = False,
     ) -> None:
+        self.voice_activity = voice_activity
         self.reply_s = reply_s
         self.model_delay_s = model_delay_s
         self.silence_ms = silence_ms
@@ -106,39 +118,48 @@ class FakeGeminiServer:
                     log.setup = msg["setup"]
                     await ws.send(json.dumps({"setupComplete": {}}))
                     continue
-                if "clientContent" in msg:
-                    cc = msg["clientContent"]
-                    turns = cc.get("turns") if isinstance(cc, dict) else None
+                cc = pget(msg, "clientContent")
+                if cc is not None:
+                    turns = pget(cc, "turns")
                     if not isinstance(turns, list) or any(
-                        t.get("role") not in ("user", "model") or not t.get("parts") for t in turns
+                        pget(t, "role") not in ("user", "model") or not pget(t, "parts")
+                        for t in turns
                     ):
                         await close(1007, f"invalid clientContent: {cc!r}"[:120])
                         return
                     log.audio_before_content = bool(log.audio)
                     log.client_content.append(cc)
-                    if cc.get("turnComplete"):
+                    if pget(cc, "turnComplete"):
                         reply = asyncio.create_task(respond())
                     continue
-                rt = msg.get("realtimeInput") or {}
-                manual = (
-                    (log.setup.get("realtimeInputConfig") or {}).get("automaticActivityDetection")
-                    or {}
-                ).get("disabled", False)
-                if "audio" in rt:
-                    if rt["audio"].get("mimeType") != f"audio/pcm;rate={IN_RATE}":
-                        await close(1007, f"unsupported mimeType {rt['audio'].get('mimeType')}")
+                rt = pget(msg, "realtimeInput") or {}
+                aad = pget(pget(log.setup, "realtimeInputConfig"), "automaticActivityDetection")
+                manual = bool(pget(aad, "disabled"))
+                audio = pget(rt, "audio")
+                if isinstance(audio, dict):
+                    mime = pget(audio, "mimeType")
+                    if mime != f"audio/pcm;rate={IN_RATE}":
+                        await close(1007, f"unsupported mimeType {mime}")
                         return
-                    pcm = unb64(rt["audio"]["data"])
+                    try:
+                        pcm = unb64_proto(str(pget(audio, "data")))
+                    except ValueError:
+                        await close(1007, "invalid base64 in audio.data")
+                        return
                     log.audio.append(pcm)
                     if not manual:
                         for ev in vad.feed(pcm):
+                            if self.voice_activity:
+                                kind = "ACTIVITY_START" if ev.kind == "start" else "ACTIVITY_END"
+                                va = {"type": kind, "audioOffset": f"{ev.ms / 1000:.3f}s"}
+                                await ws.send(json.dumps({"voiceActivity": va}))
                             if ev.kind == "start" and reply is not None and not reply.done():
                                 reply.cancel()
                                 await ws.send(json.dumps({"serverContent": {"interrupted": True}}))
                             if ev.kind == "stop":
                                 reply = asyncio.create_task(respond())
                 for key in ("activityStart", "activityEnd", "audioStreamEnd"):
-                    if key in rt:
+                    if pget(rt, key) is not None:
                         log.markers.append(key)
                         if key != "audioStreamEnd" and not manual:
                             await close(1007, f"{key} needs automatic activity detection off")
