@@ -188,7 +188,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"rig proxy: {len(proxy.results)} connections ({counts or 'none'}) in {out}")
 
     from rig import realtime
+    from rig.cli.listen import listening
 
-    with realtime.scheduling(args.rt_priority) as sched, realtime.streaming():
+    with (
+        listening(listen_host, listen_port, free=f"--listen {listen_host}:0"),
+        realtime.scheduling(args.rt_priority) as sched,
+        realtime.streaming(),
+    ):
         asyncio.run(main(sched))
     return 0

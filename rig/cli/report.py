@@ -103,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
     from rig.analysis.gates import check_gates, gate_values, parse_gates
     from rig.analysis.render import print_closing, render_decomposition, render_table
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
+    from rig.cli.inputs import check_run_dir
     from rig.reporting.network import rtt_table, split_table
     from rig.reporting.summary import load_rollouts, print_table, summary_table
 
-    if not os.path.isdir(args.run_dir):
-        raise ConfigError(f"{args.run_dir}: not a run directory")
+    check_run_dir(args.run_dir)
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
     gates = parse_gates(args.fail_under, args.max)  # usage errors before any output

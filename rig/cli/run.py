@@ -18,6 +18,7 @@ from rig.cli.common import (
 )
 from rig.cli.engine import add_engine_options, check_engine_options, run_engine
 from rig.cli.execute import run_specs_async
+from rig.cli.inputs import check_ws_target
 from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
@@ -106,6 +107,8 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
     else:
         if not args.target:
             raise ConfigError(f"--transport {args.transport} needs --target URL")
+        if args.transport == "ws":
+            check_ws_target(args.target)
         if args.transport == "webrtc":
             rate = args.sample_rate or 48_000  # Opus runs at 48 kHz: no resampling on the way
         else:

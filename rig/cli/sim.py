@@ -335,5 +335,8 @@ def run_ws_or_webrtc(
         await server.stop()
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 
-    asyncio.run(main())
+    from rig.cli.listen import listening
+
+    with listening(args.host, args.port):
+        asyncio.run(main())
     return 0
