@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from typing import Any
 
 from rig.errors import ConfigError, TransportError
@@ -61,7 +62,15 @@ async def _watch(args: argparse.Namespace, config: Any) -> int:
 
     bus = EventBus()
     console = Console()
-    subscriber = MqttSubscriber(bus, config, run_id=args.run)
+    dash: Dashboard | None = None
+
+    def outage(line: str) -> None:  # in the live view's footer, else on stderr
+        if dash is not None and not dash.headless:
+            dash.view.message = line
+        else:
+            print(f"rig watch: {line}", file=sys.stderr, flush=True)
+
+    subscriber = MqttSubscriber(bus, config, run_id=args.run, on_error=outage)
     dash = Dashboard(
         bus,
         console=console,
@@ -101,6 +110,11 @@ async def _watch(args: argparse.Namespace, config: Any) -> int:
         ) from failure
     if failure is not None:
         raise failure
+    if subscriber.stats.connects == 0:  # nothing was shown because nothing could be
+        raise TransportError(
+            f"never reached the MQTT broker at {config.redacted()}: "
+            f"{subscriber.stats.last_error or 'no answer'}"
+        )
     return 0
 
 
