@@ -6,6 +6,7 @@ Split from rig.analysis.aggregate, which builds the JSON-able report these rende
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -156,13 +157,17 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     return console.export_text()
 
 
-def print_closing(console: Console, report: dict[str, Any]) -> None:
-    """What every form of the report ends with: endpointing, settings side by side, problems."""
+def print_closing(
+    console: Console, report: dict[str, Any], show: Callable[[Any], None] | None = None
+) -> None:
+    """What every form of the report ends with: endpointing, settings side by side, problems.
+    `show` prints a table (`rig report`: laid out for the width, rig.reporting.layout)."""
+    show = show or console.print
     endpointing = render_endpointing(report)
     if endpointing is not None:
-        console.print(endpointing)
+        show(endpointing)
     side_by_side = render_settings(report)
     if side_by_side is not None:
-        console.print(side_by_side)
+        show(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)

@@ -25,6 +25,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every table at its full width, one line per row (default: laid out for the "
+        "terminal's width, columns that do not fit stacked below)",
+    )
+    p.add_argument(
         "--csv",
         metavar="DIR",
         help="write rollouts.csv, responses.csv (tidy: one row each) and summary.csv to DIR",
@@ -105,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
     from rig.cli.inputs import check_run_dir
     from rig.reporting.network import rtt_table, split_table
-    from rig.reporting.summary import load_rollouts, print_table, summary_table
+    from rig.reporting.summary import LEGEND, load_rollouts, print_table, summary_table
 
     check_run_dir(args.run_dir)
     if not 0 < args.confidence < 1:
@@ -143,13 +149,17 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"re-scored with {describe(overrides)}", markup=False, highlight=False)
         for line in changes:
             console.print(line, markup=False, highlight=False)
+
+    def show(table: Any, legend: tuple[str, ...] = ()) -> None:
+        print_table(console, table, wide=args.wide, legend=legend)
+
     if not args.no_rollouts:
-        print_table(console, summary_table(rollouts))
-    print_table(console, render_table(report))
+        show(summary_table(rollouts), LEGEND)
+    show(render_table(report))
     decomposition = render_decomposition(report)
     if decomposition is not None:
-        console.print(decomposition)
-        console.print(clock_fit_table(rollouts))
+        show(decomposition)
+        show(clock_fit_table(rollouts))
     if report["timing_invalid"]:
         n = len(report["timing_invalid"])
         what = "left out of" if report["timing_invalid_excluded"] else "counted in"
@@ -161,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
         )
     for table in (rtt_table(rollouts), split_table(rollouts)):
         if table is not None:
-            console.print(table)
-    print_closing(console, report)
+            show(table)
+    print_closing(console, report, show)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
     for path in written:

@@ -33,6 +33,7 @@ from rig.aio import finish_or_cancel
 from rig.clock.base import Clock, MonotonicClock
 from rig.clock.wall import epoch_offset_ns
 from rig.errors import ConfigError, ProtocolError
+from rig.redact import redact_url
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import TelemetryEvent
@@ -84,8 +85,6 @@ def parse_mqtt_url(url: str, env: Mapping[str, str] | None = None) -> MqttConfig
     env = os.environ if env is None else env
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts"):
-        from rig.redact import redact_url
-
         shown = redact_url(url)
         hint = f" (e.g. mqtt://{shown})" if "://" not in url else ""
         raise ConfigError(f"MQTT URL must start with mqtt:// or mqtts://, got {shown!r}{hint}")
