@@ -17,6 +17,11 @@ from rig.analysis.aggregate import COMPONENTS, ENDPOINT_PARTS
 from rig.analysis.sweep import render_settings
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 rollout`, `3 rollouts`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _fmt(x: Any, nd: int = 0) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -24,7 +29,7 @@ def _fmt(x: Any, nd: int = 0) -> str:
 def render_table(report: dict[str, Any]) -> Any:
     """A rich Table: one row per scenario, then its items indented."""
     t = Table(
-        title=Text(f"run {report['run_id']}: {report['n_rollouts']} rollouts"),
+        title=Text(f"run {report['run_id']}: {plural(report['n_rollouts'], 'rollout')}"),
         title_justify="left",
     )
     for col, just in (

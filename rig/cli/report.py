@@ -110,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
     from rig.analysis.render import print_closing, render_decomposition, render_table
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
     from rig.cli.inputs import check_run_dir
-    from rig.reporting.network import rtt_table, split_table
+    from rig.reporting.header import header_lines
+    from rig.reporting.network import rtt_legend, rtt_table, split_table
+    from rig.reporting.proxylegs import LEGEND as PROXY_LEGEND
+    from rig.reporting.proxylegs import proxy_table
     from rig.reporting.summary import LEGEND, load_rollouts, print_table, summary_table
 
     check_run_dir(args.run_dir)
@@ -145,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, allow_nan=False))
         return _exit_status(args, rollouts, results)
     console = Console()
+    for line in header_lines(data.manifest):
+        console.print(line, markup=False, highlight=False, style="bold yellow")
     if args.rules:
         console.print(f"re-scored with {describe(overrides)}", markup=False, highlight=False)
         for line in changes:
@@ -169,9 +174,12 @@ def run(args: argparse.Namespace) -> int:
             markup=False,
             style="bold red",
         )
-    for table in (rtt_table(rollouts), split_table(rollouts)):
+    rtt = rtt_table(rollouts)
+    if rtt is not None:
+        show(rtt, rtt_legend(rollouts))
+    for table in (split_table(rollouts), proxy_table(rollouts)):
         if table is not None:
-            show(table)
+            show(table, PROXY_LEGEND if table.title and "proxy" in str(table.title) else ())
     print_closing(console, report, show)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
@@ -312,7 +320,10 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
         drift = f(fit.get("drift_ppm"))
         if isinstance(fit.get("drift_err_ppm"), int | float):
             drift += f" ±{f(fit.get('drift_err_ppm'))}"
-        note = (_steps_note(fit), fit.get("reason") or fit.get("error"))
+        short = _short_span_note(fit)
+        if short:
+            drift = "-"
+        note = (_steps_note(fit), fit.get("reason") or fit.get("error"), short)
         t.add_row(
             Text(str(m.get("rollout_id"))),
             Text(str(fit.get("method", "-"))),
@@ -322,6 +333,23 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
             Text("; ".join(str(x) for x in note if x)),
         )
     return t
+
+
+#: a drift whose error bar is wider than this and than half its value is not shown
+DRIFT_ERR_MAX_PPM = 1000.0
+
+
+def _short_span_note(fit: dict[str, Any]) -> str:
+    """A drift fitted over too short a span is noise (e.g. -1112 ±3471 ppm over 2 s): say
+    so instead of printing it; the offset, fitted as a constant, still holds."""
+    drift, err = fit.get("drift_ppm"), fit.get("drift_err_ppm")
+    if not isinstance(drift, int | float) or not isinstance(err, int | float):
+        return ""
+    if err <= DRIFT_ERR_MAX_PPM or abs(drift) >= 2 * err:
+        return ""
+    span = fit.get("span_s")
+    over = f" ({span:.1f} s of probes)" if isinstance(span, int | float) else ""
+    return f"not enough span to fit drift{over}"
 
 
 def _steps_note(fit: dict[str, Any]) -> str:

@@ -54,6 +54,22 @@ def rtt_table(rollouts: list[dict[str, Any]]) -> Table | None:
     return t if rows else None
 
 
+def rtt_legend(rollouts: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Under the RTT table when the kernel's TCP_INFO RTT is in it: why it can read ~20 ms on
+    loopback beside a sub-millisecond ws_ping (delayed ACKs of a mostly one-way stream)."""
+    for m in rollouts:
+        fit = m.get("clock_fit")
+        by_source = fit.get("rtt_by_source") if isinstance(fit, dict) else None
+        if isinstance(by_source, dict) and "tcp_info" in by_source:
+            return (
+                "tcp_info: the kernel's smoothed RTT, inflated by delayed ACKs while the "
+                "stream flows mostly one way (~20 ms even on loopback); ws_ping and probe "
+                "are round trips the rig timed itself; the split prefers them "
+                "(docs/network.md)",
+            )
+    return ()
+
+
 def split_table(rollouts: list[dict[str, Any]]) -> Table | None:
     """Per response: latency and its uplink / model / downlink / queue ± error, with the
     method (clock_method, and the round trips' source where RTT/2 split it)."""
