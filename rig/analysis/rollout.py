@@ -175,10 +175,12 @@ def marks_from_events(events: list[dict[str, Any]], t0_ns: int) -> list[Mark]:
         if kind not in MARK_KINDS or not isinstance(t_ns, int):
             continue
         t_s = (t_ns - t0_ns) / NS_PER_S
+        # user turns numbered as the timing analysis and the report number them (0, 1, ...),
+        # not by the session log's index, which counts injections too
         if kind == "turn.start":
-            marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} start"))
+            marks.append(Mark(kind, t_s, f"turn {n_turn} start"))
         elif kind == "turn.end":
-            marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} end"))
+            marks.append(Mark(kind, t_s, f"turn {n_turn} end"))
             n_turn += 1
         else:
             what = ev.get("injection", ev.get("type", "inject"))

@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.proxylegs import LEGEND as PROXY_LEGEND
     from rig.reporting.proxylegs import proxy_table
     from rig.reporting.summary import LEGEND, load_rollouts, print_table, summary_table
+    from rig.reporting.verdicts import verdicts_table
 
     check_run_dir(args.run_dir)
     if not 0 < args.confidence < 1:
@@ -161,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rollouts:
         show(summary_table(rollouts), LEGEND)
     show(render_table(report))
+    verdicts = verdicts_table(rollouts)
+    if verdicts is not None:
+        show(verdicts)
     decomposition = render_decomposition(report)
     if decomposition is not None:
         show(decomposition)

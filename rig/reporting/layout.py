@@ -31,17 +31,27 @@ def natural_width(console: Console, table: Table) -> int:
     return int(console.measure(table, options=options).maximum)
 
 
+def _min_width(console: Console, table: Table) -> int:
+    options = console.options.update_width(MAX_WIDTH)
+    return int(console.measure(table, options=options).minimum)
+
+
 def stack_columns(console: Console, table: Table, width: int) -> list[Table]:
     """The table as parts no wider than `width`: the first column in every part, the others
-    in order, as many per part as fit (a column that fits nowhere gets a part of its own and
-    wraps inside it)."""
+    in order, as many per part as fit; the last column (free text: a rule, a note) joins its
+    part wrapped when its words fit, and a column that fits nowhere wraps in a part of its
+    own."""
     if len(table.columns) <= 2 or natural_width(console, table) <= width:
         return [table]
     parts: list[list[int]] = []
     current: list[int] = [0]
+    last = len(table.columns) - 1
     for i in range(1, len(table.columns)):
         trial = _part(table, [*current, i], None)
-        if len(current) > 1 and natural_width(console, trial) > width:
+        fits = natural_width(console, trial) <= width
+        if not fits and i == last:  # a free-text last column (a rule, a note) wraps instead
+            fits = _min_width(console, trial) <= width
+        if len(current) > 1 and not fits:
             parts.append(current)
             current = [0, i]
         else:
