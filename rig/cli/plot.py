@@ -18,7 +18,11 @@ def add_parser(sub: Any) -> None:
         "(holding rollouts/): the empirical CDF of response latency per scenario, with its "
         "DKW band and the median and p95 with bootstrap intervals.",
     )
-    p.add_argument("rollout_dir", metavar="ROLLOUT_DIR|RUN_DIR")
+    p.add_argument(
+        "rollout_dir",
+        metavar="ROLLOUT_DIR|RUN_DIR",
+        help="one rollout (RUN_DIR/rollouts/ID): its timeline; a run: its latency CDF",
+    )
     p.add_argument(
         "-o",
         "--out",

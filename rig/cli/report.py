@@ -22,7 +22,7 @@ from rig.errors import ConfigError
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="summary across the rollouts of a run")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (recordings/<run_id>)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument(
         "--wide",

@@ -31,7 +31,12 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="play a scenario into a system as a live participant")
     p.add_argument("scenario", help="WAV file, scenario file (.toml/.json) or builtin:NAME")
     p.add_argument("--target", help="ws://host:port/path of the system (not for device)")
-    p.add_argument("--transport", default="ws", choices=["ws", "webrtc", "device"])
+    p.add_argument(
+        "--transport",
+        default="ws",
+        choices=["ws", "webrtc", "device"],
+        help="WebSocket, WebRTC (http(s):// offer URL) or a sound card",
+    )
     p.add_argument(
         "--dialect", default="rig", help="rig (default), raw, openai, grok, gemini, moshi, pipecat"
     )
@@ -56,7 +61,9 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("sound card (--transport device)")
     g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
     g.add_argument("--input", help="device the system is recorded from")
-    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
+    g.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="sounddevice", help="PortAudio binding"
+    )
     g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
@@ -186,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from rig.reporting.summary import print_summary
+    from rig.runner import new_run_id
 
+    if args.worker_index is None and args.engine == "local":  # known now, for a Ctrl-C hint
+        args.run_id = args.run_id or new_run_id()
     specs, config = prepare(args)
     if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
         return run_engine(args, [s.rollout_id for s in specs])

@@ -30,7 +30,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--detail", metavar="ROLLOUT", help="rollout shown in the detail panel")
     p.add_argument("--headless", action="store_true", help="plain progress lines")
     p.add_argument("--refresh-hz", type=float, default=4.0, help="snapshot rate (default 4)")
-    p.add_argument("--summary-every", type=float, default=10.0, metavar="S")
+    p.add_argument(
+        "--summary-every",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="without the live view: a summary line every S seconds",
+    )
     p.add_argument("--duration", type=float, metavar="S", help="exit after S seconds")
     p.add_argument(
         "--exit-when-done", action="store_true", help="exit once every rollout seen is done"
