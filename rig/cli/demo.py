@@ -65,5 +65,11 @@ def run(args: argparse.Namespace) -> int:
         sim.stop()
     rollouts = print_summary(runner.run_dir)
     print(f"reference system ground truth: {truth}")
+    from rig.sim.truth import read_truth
+    from rig.sim.versus import versus_truth
+
+    versus = versus_truth(rollouts, read_truth(truth))
+    if versus is not None:  # the rig's own numbers, checked against the system's
+        print(versus.line())
     ok = all(m.get("status") == "ok" for m in rollouts)
     return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED
