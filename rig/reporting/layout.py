@@ -50,14 +50,21 @@ def stack_columns(console: Console, table: Table, width: int) -> list[Table]:
         trial = _part(table, [*current, i], None)
         fits = natural_width(console, trial) <= width
         if not fits and i == last:  # a free-text last column (a rule, a note) wraps instead
-            fits = _min_width(console, trial) <= width
+            alone = _min_width(console, _part(table, [i], None)) - 1  # its words, one border
+            fits = natural_width(console, _part(table, current, None)) + alone <= width
         if len(current) > 1 and not fits:
             parts.append(current)
             current = [0, i]
         else:
             current.append(i)
     parts.append(current)
-    return [_part(table, idx, table.title if k == 0 else None) for k, idx in enumerate(parts)]
+    out = [_part(table, idx, table.title if k == 0 else None) for k, idx in enumerate(parts)]
+    if natural_width(console, out[-1]) > width:  # only the free-text last column may wrap
+        out[-1].columns = [
+            dataclasses.replace(c, no_wrap=True) if k < len(out[-1].columns) - 1 else c
+            for k, c in enumerate(out[-1].columns)
+        ]
+    return out
 
 
 def _part(table: Table, columns: Sequence[int], title: Any) -> Table:
