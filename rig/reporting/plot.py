@@ -220,7 +220,7 @@ def yields_of(view: RolloutView) -> list[tuple[float, float | None, str]]:
     (metrics `timing.yields`: the system's stop on its own stream, what the rule judged)."""
     timing = view.metrics.get("timing")
     raw = timing.get("yields") if isinstance(timing, dict) else None
-    out = []
+    out: list[tuple[float, float | None, str]] = []
     for y in raw if isinstance(raw, list) else []:
         if not isinstance(y, dict) or not isinstance(y.get("barge_in_s"), int | float):
             continue
