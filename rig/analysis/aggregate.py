@@ -189,7 +189,9 @@ def _group_report(
             if methods:
                 s["methods"] = methods
             components[key] = s
-    cl = None if per_item else clusters
+    # one item: resampling whole items says nothing (a zero-width CI); its rollouts' spread is
+    # all there is, as in the item's own row
+    cl = None if per_item or len(set(clusters)) <= 1 else clusters
     latency = summarize(lat, seed=seed, clusters=cl, **ci)
     if lat:
         latency |= tail_percentiles(lat, seed=seed, clusters=cl, **ci)

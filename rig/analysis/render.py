@@ -6,6 +6,7 @@ Split from rig.analysis.aggregate, which builds the JSON-able report these rende
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +18,11 @@ from rig.analysis.sweep import render_settings
 from rig.analysis.voicerender import render_voice
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 rollout`, `3 rollouts`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _fmt(x: Any, nd: int = 0) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -24,7 +30,7 @@ def _fmt(x: Any, nd: int = 0) -> str:
 def render_table(report: dict[str, Any]) -> Any:
     """A rich Table: one row per scenario, then its items indented."""
     t = Table(
-        title=Text(f"run {report['run_id']}: {report['n_rollouts']} rollouts"),
+        title=Text(f"run {report['run_id']}: {plural(report['n_rollouts'], 'rollout')}"),
         title_justify="left",
     )
     for col, just in (
@@ -159,17 +165,21 @@ def format_report(report: dict[str, Any], *, width: int = 120) -> str:
     return console.export_text()
 
 
-def print_closing(console: Console, report: dict[str, Any]) -> None:
-    """What every form of the report ends with: endpointing, settings side by side, problems."""
+def print_closing(
+    console: Console, report: dict[str, Any], show: Callable[[Any], None] | None = None
+) -> None:
+    """What every form of the report ends with: endpointing, settings side by side, problems.
+    `show` prints a table (`rig report`: laid out for the width, rig.reporting.layout)."""
+    show = show or console.print
     endpointing = render_endpointing(report)
     if endpointing is not None:
-        console.print(endpointing)
+        show(endpointing)
     voice = render_voice(report)
     if voice is not None:
-        console.print(voice)
+        show(voice)
     side_by_side = render_settings(report)
     if side_by_side is not None:
-        console.print(side_by_side)
+        show(side_by_side)
     for p in report["problems"]:
         console.print(f"{p['rollout']}: {p['status']}: {p['problem']}", markup=False)
     na = report.get("cannot_tell") or []

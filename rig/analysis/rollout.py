@@ -182,10 +182,12 @@ def marks_from_events(events: list[dict[str, Any]], t0_ns: int) -> list[Mark]:
             name = str(ev.get("mark"))
             label = f"{name}: {ev['label']}" if ev.get("label") else name
             marks.append(Mark(f"ref.{name}", t_s, label, end_s))
+        # user turns numbered as the timing analysis and the report number them (0, 1, ...),
+        # not by the session log's index, which counts injections too
         elif kind == "turn.start":
-            marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} start"))
+            marks.append(Mark(kind, t_s, f"turn {n_turn} start"))
         elif kind == "turn.end":
-            marks.append(Mark(kind, t_s, f"turn {ev.get('turn', n_turn)} end"))
+            marks.append(Mark(kind, t_s, f"turn {n_turn} end"))
             n_turn += 1
         else:
             what = ev.get("injection", ev.get("type", "inject"))

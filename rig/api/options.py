@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from rig.cli import run as run_cmd
+from rig.cli.demo import DEMO_CONCURRENCY
 from rig.errors import ConfigError
 
 #: API spellings that differ from the parser's `dest`
@@ -44,6 +45,8 @@ def namespace(scenario: str, options: dict[str, Any]) -> argparse.Namespace:
     if not isinstance(scenario, str) or not scenario:
         raise ConfigError(f"scenario must be a path or builtin:NAME, got {scenario!r}")
     args = run_parser().parse_args(["run", scenario])
+    if options.get("transport") != "device":  # as `rig demo`: one sound card is one rollout
+        args.concurrency = DEMO_CONCURRENCY
     actions = _actions()
     for key, value in options.items():
         dest = ALIASES.get(key, key)

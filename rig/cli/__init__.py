@@ -45,14 +45,58 @@ COMMANDS: dict[str, str] = {
 }
 
 
+DESCRIPTION = """rig: a real-time audio test rig for voice AI. It plays recorded user turns
+into a speech system as a live participant, records everything both ways on one
+clock, and times every response (each number with how sure it is)."""
+EXAMPLES = """examples:
+  rig demo                                     built-in turns against the embedded
+                                               reference system (a table in ~10 s)
+  rig sim --port 8765 &                        a reference system with ground truth
+  rig run rig/data/turn_what.wav --target ws://127.0.0.1:8765
+                                               play one turn into a system, record it
+  rig report recordings/RUN_ID                 tables of a run (--wide, --json, --html F)
+  rig plot recordings/RUN_ID/rollouts/what     a rollout's timeline picture
+  rig COMMAND --help                           every option of one command
+
+docs: README.md and docs/ (docs/api.md for Python and CI)"""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's default in its help line, unless the help says it already (or there
+    is none worth saying: a flag, an unset value)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or "default" in text
+            or text == argparse.SUPPRESS
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+class TopHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """`rig --help`: the examples keep their columns."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rig import __version__
 
-    parser = argparse.ArgumentParser(prog="rig", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rig", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=TopHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"rig {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMANDS.values():
         importlib.import_module(f"rig.cli.{module_name}").add_parser(sub)
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    for name, command in sub.choices.items():
+        command.formatter_class = HelpFormatter
+        if command.description is None and helps.get(name):  # `rig X --help` says what X is
+            command.description = f"rig {name}: {helps[name]}"
     return parser
 
 
@@ -70,9 +114,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RigError, ModuleNotFoundError) as exc:
         return _report_error(args.command, exc)
     except KeyboardInterrupt:
+        _resume_hint(args)
         return EXIT_INTERRUPTED
     _exit_if_portaudio_wedged(code)
     return code
+
+
+def _resume_hint(args: argparse.Namespace) -> None:
+    """Ctrl-C of a run: what was kept, and the one option that finishes it."""
+    run_id = getattr(args, "run_id", None)
+    if args.command not in ("run", "demo") or not run_id:
+        return
+    import os
+
+    where = os.path.join(getattr(args, "out", "recordings"), run_id)
+    print(
+        f"rig {args.command}: interrupted; finished rollouts are kept in {where}: run the "
+        f"same command with --run-id {run_id} to do the rest",
+        file=sys.stderr,
+    )
 
 
 def _report_error(command: str, exc: Exception) -> int:

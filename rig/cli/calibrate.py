@@ -25,8 +25,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", help="one device for both directions (name, index, or HOSTAPI:NAME)")
     p.add_argument("--input", help="input device (with --output)")
     p.add_argument("--output", help="output device (with --input)")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--rate", type=int, default=48000)
+    p.add_argument("--repeats", type=int, default=5, help="probes played, for the spread")
+    p.add_argument("--rate", type=int, default=48000, help="sample rate opened, Hz")
     p.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     p.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
     p.add_argument(
@@ -34,9 +34,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="one full-duplex stream (default: separate input/output streams)",
     )
-    p.add_argument("--channels", type=int, default=1)
-    p.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
-    p.add_argument("--probe", choices=PROBES, default="chirp")
+    p.add_argument("--channels", type=int, default=1, help="channels opened")
+    p.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="sounddevice", help="PortAudio binding"
+    )
+    p.add_argument("--probe", choices=PROBES, default="chirp", help="test signal")
     p.add_argument(
         "--max-latency-ms", type=float, default=500.0, help="longest round trip to search for"
     )

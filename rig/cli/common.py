@@ -69,7 +69,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "stuck (connect, a send the peer never reads) is cut max_s + 1 s after the start: "
         "status timed_out",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of everything random in the run (recorded)"
+    )
     p.add_argument(
         "--asr-model",
         metavar="NAME|PATH",
@@ -101,7 +103,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="probe this device's clock over MQTT (needs --mqtt) and fit it onto the shared "
         "clock; writes device_clock.json into the run directory",
     )
-    p.add_argument("--device-probe-interval-s", type=float, default=0.5)
+    p.add_argument(
+        "--device-probe-interval-s",
+        type=float,
+        default=0.5,
+        help="with --device-clock: a probe every S seconds",
+    )
     p.add_argument(
         "--probe-interval-s",
         type=float,

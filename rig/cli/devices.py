@@ -13,7 +13,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "devices", help="list audio devices", description="List PortAudio devices and host APIs."
     )
-    p.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
+    p.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="sounddevice", help="PortAudio binding"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

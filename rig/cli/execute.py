@@ -118,6 +118,7 @@ async def _run_specs(
         rollout_done(os.path.join(runner.run_dir, "rollouts", s.rollout_id)) for s in mine
     )
     relay = getattr(args, "impair_relay", None)
+    publisher: Any = None
     async with AsyncExitStack() as stack:
         if relay is not None:  # its own process: the audio loop never runs the relay
             from rig.cli.netopts import impair_log_path
@@ -143,9 +144,13 @@ async def _run_specs(
         if getattr(args, "mqtt", None):
             from rig.telemetry.mqtt import MqttPublisher, parse_mqtt_url
 
-            await stack.enter_async_context(
-                MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=clock)
+            publisher = MqttPublisher(
+                bus,
+                parse_mqtt_url(args.mqtt),
+                clock=clock,
+                on_error=lambda s: progress(f"rig: {s}"),
             )
+            await stack.enter_async_context(publisher)
             if getattr(args, "device_clock", None):
                 from rig.telemetry.deviceclock import DeviceClockProbe
 
@@ -212,7 +217,20 @@ async def _run_specs(
                     os.path.join(runner.run_dir, "device_clock.json"),
                     device_probe.summary(),
                 )
+    if publisher is not None:  # the view is closed by now
+        _say_if_unpublished(publisher)
     return runner
+
+
+def _say_if_unpublished(publisher: Any) -> None:
+    """After the run: telemetry that never reached the broker is said, not silent."""
+    if publisher.stats.connects == 0:
+        print(
+            f"rig: no telemetry was published: never reached the MQTT broker at "
+            f"{publisher.config.redacted()} ({publisher.stats.last_error or 'no answer'}); "
+            "the recordings are complete",
+            file=sys.stderr,
+        )
 
 
 async def _close_view(view: Any) -> None:

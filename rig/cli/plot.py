@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 
@@ -17,7 +18,11 @@ def add_parser(sub: Any) -> None:
         "(holding rollouts/): the empirical CDF of response latency per scenario, with its "
         "DKW band and the median and p95 with bootstrap intervals.",
     )
-    p.add_argument("rollout_dir", metavar="ROLLOUT_DIR|RUN_DIR")
+    p.add_argument(
+        "rollout_dir",
+        metavar="ROLLOUT_DIR|RUN_DIR",
+        help="one rollout (RUN_DIR/rollouts/ID): its timeline; a run: its latency CDF",
+    )
     p.add_argument(
         "-o",
         "--out",
@@ -39,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.labels import rollout_labels, write_labels
     from rig.reporting.plot import activity_of, render_png
 
+    _check_audio_recorded(args.rollout_dir)
     view = load_rollout(args.rollout_dir)
     user_speech, system_speech = activity_of(view)
     out = render_png(
@@ -68,3 +74,20 @@ def _run_cdf(args: argparse.Namespace) -> int:
     out = args.out or os.path.join(args.rollout_dir, "latency_cdf.png")
     print(render_cdf(groups, out, report=aggregate(data), title=str(data.run_dir.name)))
     return 0
+
+
+def _check_audio_recorded(rollout_dir: str) -> None:
+    """A `rig proxy` run records timing only unless --record-audio: its WAVs are empty
+    headers, and there is nothing to draw. Say that, and what to do instead."""
+    from rig.analysis.rollout import read_json
+    from rig.errors import ConfigError
+
+    run_dir = os.path.dirname(os.path.dirname(os.path.abspath(rollout_dir)))
+    manifest = read_json(Path(run_dir) / "manifest.json") or {}
+    config = manifest.get("config") if isinstance(manifest, dict) else None
+    if isinstance(config, dict) and config.get("record_audio") is False:
+        raise ConfigError(
+            f"{rollout_dir}: recorded by rig proxy without --record-audio (timing only, for "
+            "privacy): no audio to draw. rig report "
+            f"{run_dir} shows its latencies; run rig proxy --record-audio to plot connections"
+        )

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from typing import Any
 
 from rig.cli.netopts import add_impair_option
@@ -154,7 +155,12 @@ def run(args: argparse.Namespace) -> int:
             proxy.publish_factory = session_publisher(
                 bus, proxy.run_id, proxy.clock, target=redact_url(args.upstream)
             )
-            mqtt = MqttPublisher(bus, parse_mqtt_url(args.mqtt), clock=proxy.clock)
+            mqtt = MqttPublisher(
+                bus,
+                parse_mqtt_url(args.mqtt),
+                clock=proxy.clock,
+                on_error=lambda line: print(f"rig proxy: {line}", file=sys.stderr, flush=True),
+            )
             await stack.enter_async_context(mqtt)
             bus.publish(ev.run(proxy.run_id, proxy.clock.now_ns(), 0))
         if args.impair_client:
@@ -188,7 +194,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"rig proxy: {len(proxy.results)} connections ({counts or 'none'}) in {out}")
 
     from rig import realtime
+    from rig.cli.listen import listening
 
-    with realtime.scheduling(args.rt_priority) as sched, realtime.streaming():
+    with (
+        listening(listen_host, listen_port, free=f"--listen {listen_host}:0"),
+        realtime.scheduling(args.rt_priority) as sched,
+        realtime.streaming(),
+    ):
         asyncio.run(main(sched))
     return 0

@@ -22,8 +22,14 @@ from rig.errors import ConfigError
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="summary across the rollouts of a run")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (recordings/<run_id>)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every table at its full width, one line per row (default: laid out for the "
+        "terminal's width, columns that do not fit stacked below)",
+    )
     p.add_argument(
         "--csv",
         metavar="DIR",
@@ -119,11 +125,15 @@ def run(args: argparse.Namespace) -> int:
     from rig.analysis.gates import check_gates, gate_values, parse_gates
     from rig.analysis.render import print_closing, render_decomposition, render_table
     from rig.analysis.rescore import describe, parse_rule_args, rescore, verdict_changes
-    from rig.reporting.network import rtt_table, split_table
-    from rig.reporting.summary import load_rollouts, print_table, summary_table
+    from rig.cli.inputs import check_run_dir
+    from rig.reporting.header import header_lines
+    from rig.reporting.network import rtt_legend, rtt_table, split_table
+    from rig.reporting.proxylegs import LEGEND as PROXY_LEGEND
+    from rig.reporting.proxylegs import proxy_table
+    from rig.reporting.summary import LEGEND, load_rollouts, print_table, summary_table
+    from rig.reporting.verdicts import verdicts_table
 
-    if not os.path.isdir(args.run_dir):
-        raise ConfigError(f"{args.run_dir}: not a run directory")
+    check_run_dir(args.run_dir)
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
     gates = parse_gates(args.fail_under, args.max)  # usage errors before any output
@@ -165,19 +175,28 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, allow_nan=False))
         return _exit_status(args, rollouts, results)
     console = Console()
+    for line in header_lines(data.manifest):
+        console.print(line, markup=False, highlight=False, style="bold yellow")
     if args.rules:
         console.print(f"re-scored with {describe(overrides)}", markup=False, highlight=False)
         for line in changes:
             console.print(line, markup=False, highlight=False)
+
+    def show(table: Any, legend: tuple[str, ...] = ()) -> None:
+        print_table(console, table, wide=args.wide, legend=legend)
+
     if not args.no_rollouts:
-        print_table(console, summary_table(rollouts))
-    print_table(console, render_table(report))
+        show(summary_table(rollouts), LEGEND)
+    show(render_table(report))
     for table in render_groups(report):
-        print_table(console, table)
+        show(table)
+    verdicts = verdicts_table(rollouts)
+    if verdicts is not None:
+        show(verdicts)
     decomposition = render_decomposition(report)
     if decomposition is not None:
-        console.print(decomposition)
-        console.print(clock_fit_table(rollouts))
+        show(decomposition)
+        show(clock_fit_table(rollouts))
     if report["timing_invalid"]:
         n = len(report["timing_invalid"])
         what = "left out of" if report["timing_invalid_excluded"] else "counted in"
@@ -194,11 +213,14 @@ def run(args: argparse.Namespace) -> int:
             "while it was still talking (metrics.json `censored`)",
             markup=False,
         )
-    for table in (rtt_table(rollouts), split_table(rollouts)):
+    rtt = rtt_table(rollouts)
+    if rtt is not None:
+        show(rtt, rtt_legend(rollouts))
+    for table in (split_table(rollouts), proxy_table(rollouts)):
         if table is not None:
-            console.print(table)
-    print_scores(console, scores)
-    print_closing(console, report)
+            show(table, PROXY_LEGEND if table.title and "proxy" in str(table.title) else ())
+    print_scores(console, scores, show)
+    print_closing(console, report, show)
     for line in wav_header_lines(args.run_dir, repair=args.repair_wav):
         console.print(line, markup=False, highlight=False)
     for path in written:
@@ -345,7 +367,10 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
         drift = f(fit.get("drift_ppm"))
         if isinstance(fit.get("drift_err_ppm"), int | float):
             drift += f" ±{f(fit.get('drift_err_ppm'))}"
-        note = (_steps_note(fit), fit.get("reason") or fit.get("error"))
+        short = _short_span_note(fit)
+        if short:
+            drift = "-"
+        note = (_steps_note(fit), fit.get("reason") or fit.get("error"), short)
         t.add_row(
             Text(str(m.get("rollout_id"))),
             Text(str(fit.get("method", "-"))),
@@ -355,6 +380,23 @@ def clock_fit_table(rollouts: list[dict[str, Any]]) -> Any:
             Text("; ".join(str(x) for x in note if x)),
         )
     return t
+
+
+#: a drift whose error bar is wider than this and than half its value is not shown
+DRIFT_ERR_MAX_PPM = 1000.0
+
+
+def _short_span_note(fit: dict[str, Any]) -> str:
+    """A drift fitted over too short a span is noise (e.g. -1112 ±3471 ppm over 2 s): say
+    so instead of printing it; the offset, fitted as a constant, still holds."""
+    drift, err = fit.get("drift_ppm"), fit.get("drift_err_ppm")
+    if not isinstance(drift, int | float) or not isinstance(err, int | float):
+        return ""
+    if err <= DRIFT_ERR_MAX_PPM or abs(drift) >= 2 * err:
+        return ""
+    span = fit.get("span_s")
+    over = f" ({span:.1f} s of probes)" if isinstance(span, int | float) else ""
+    return f"not enough span to fit drift{over}"
 
 
 def _steps_note(fit: dict[str, Any]) -> str:

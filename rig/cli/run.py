@@ -18,6 +18,7 @@ from rig.cli.common import (
 )
 from rig.cli.engine import add_engine_options, check_engine_options, run_engine
 from rig.cli.execute import run_specs_async
+from rig.cli.inputs import check_ws_target
 from rig.cli.sweep import parse_sweep
 from rig.errors import ConfigError
 from rig.extras import BACKENDS
@@ -30,7 +31,12 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="play a scenario into a system as a live participant")
     p.add_argument("scenario", help="WAV file, scenario file (.toml/.json) or builtin:NAME")
     p.add_argument("--target", help="ws://host:port/path of the system (not for device)")
-    p.add_argument("--transport", default="ws", choices=["ws", "webrtc", "device"])
+    p.add_argument(
+        "--transport",
+        default="ws",
+        choices=["ws", "webrtc", "device"],
+        help="WebSocket, WebRTC (http(s):// offer URL) or a sound card",
+    )
     p.add_argument(
         "--dialect", default="rig", help="rig (default), raw, openai, grok, gemini, moshi, pipecat"
     )
@@ -55,7 +61,9 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("sound card (--transport device)")
     g.add_argument("--output", help="device the user track plays out of (name, index, API:NAME)")
     g.add_argument("--input", help="device the system is recorded from")
-    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
+    g.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="sounddevice", help="PortAudio binding"
+    )
     g.add_argument("--channels", type=int, default=1, help="channels opened on both devices")
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
@@ -115,6 +123,8 @@ def prepare(args: argparse.Namespace) -> tuple[list[RolloutSpec], dict[str, Any]
     else:
         if not args.target:
             raise ConfigError(f"--transport {args.transport} needs --target URL")
+        if args.transport == "ws":
+            check_ws_target(args.target)
         if args.transport == "webrtc":
             rate = args.sample_rate or 48_000  # Opus runs at 48 kHz: no resampling on the way
         else:
@@ -198,7 +208,10 @@ def run(args: argparse.Namespace) -> int:
 
     from rig.reporting.summary import print_summary
     from rig.reporting.why import exit_line
+    from rig.runner import new_run_id
 
+    if args.worker_index is None and args.engine == "local":  # known now, for a Ctrl-C hint
+        args.run_id = args.run_id or new_run_id()
     specs, config = prepare(args)
     if args.engine != "local":  # the shards rebuild these; the driver needs only the ids
         return run_engine(args, [s.rollout_id for s in specs])

@@ -14,7 +14,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("scenarios", help="list built-in suites and their items")
     p.add_argument("spec", nargs="?", help="builtin:NAME or a scenario file: show its items")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--sample-rate", type=int, default=16_000)
+    p.add_argument(
+        "--sample-rate", type=int, default=16_000, help="rate the audio is decoded at, Hz"
+    )
 
 
 def _summary(items: list[ScenarioItem]) -> list[dict[str, Any]]:

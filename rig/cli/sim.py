@@ -38,7 +38,9 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         help="the gate rises to this far above the input's noise floor (the quietest 10 ms "
         "of the last second), so steady noise does not hold a turn open; 0: a fixed gate",
     )
-    g.add_argument("--sample-rate", type=int, default=16_000)
+    g.add_argument(
+        "--sample-rate", type=int, default=16_000, help="rate the system speaks and hears, Hz"
+    )
     g.add_argument("--chunk-ms", type=float, default=40.0, help="reply chunk size")
     g.add_argument(
         "--reply-speed",
@@ -46,7 +48,7 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         default=1.0,
         help="1 = real time, >1 faster than real time, 0 = all at once",
     )
-    g.add_argument("--reply-tone-hz", type=float, default=440.0)
+    g.add_argument("--reply-tone-hz", type=float, default=440.0, help="reply tone pitch")
     g.add_argument("--reply-s", type=float, default=1.0, help="reply tone duration")
     g.add_argument("--reply-gap-ms", type=float, default=0.0, help="silence inside the reply")
     g.add_argument("--reply-wav", help="reply with this audio file instead of a tone")
@@ -102,7 +104,9 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
         default=0.0,
         help="the server clock jumps by this much (either sign) --clock-step-at-s after start",
     )
-    g.add_argument("--clock-step-at-s", type=float, default=0.0)
+    g.add_argument(
+        "--clock-step-at-s", type=float, default=0.0, help="when --clock-step-ms happens"
+    )
     g.add_argument(
         "--withhold-stamps",
         action="store_true",
@@ -158,8 +162,8 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sim", help="run the reference system (a voice system with ground truth)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (0: a free one)")
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
     from rig.cli.netopts import add_impair_option
 
@@ -204,7 +208,9 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--blocksize", type=int, default=0, help="frames per callback (0: auto)")
     g.add_argument("--latency", default="high", help="PortAudio latency: low, high or seconds")
     g.add_argument("--duplex", action="store_true", help="one full-duplex stream")
-    g.add_argument("--backend", choices=sorted(BACKENDS), default="sounddevice")
+    g.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="sounddevice", help="PortAudio binding"
+    )
 
 
 def device_options(args: argparse.Namespace) -> Any:
@@ -289,6 +295,18 @@ def run(args: argparse.Namespace) -> int:
         return run_ws_or_webrtc(args, cfg, net, reply, sched)
 
 
+def scheduling_line(sched: dict[str, Any]) -> str:
+    """What the server's loop thread got, in words (the dict is in the truth log)."""
+    if sched.get("policy") == "SCHED_FIFO":
+        line = f"loop thread at real-time priority {sched.get('priority')} (SCHED_FIFO)"
+        if sched.get("helper_priority"):
+            line += f", other threads at {sched['helper_priority']}"
+        return line
+    if not sched.get("requested_priority"):
+        return "normal scheduling (--rt-priority 0)"
+    return f"normal scheduling: {sched.get('reason') or 'real-time priority not granted'}"
+
+
 def start_sim_workers(args: argparse.Namespace, port: int) -> list[Any]:
     """Workers 1..N-1 on the parent's port; returns once each is listening."""
     from rig.errors import RigError
@@ -357,7 +375,7 @@ def run_ws_or_webrtc(
             url = f"ws://{host}:{rport}"
         print(f"rig sim listening on {url}", flush=True)
         if args.worker_index is None:  # after the URL line (a worker's would come before)
-            print(f"rig sim: scheduling {sched}", file=sys.stderr, flush=True)
+            print(f"rig sim: {scheduling_line(sched)}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -372,5 +390,8 @@ def run_ws_or_webrtc(
         await server.stop()
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 
-    asyncio.run(main())
+    from rig.cli.listen import listening
+
+    with listening(args.host, args.port):
+        asyncio.run(main())
     return 0

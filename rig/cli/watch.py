@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from typing import Any
 
 from rig.errors import ConfigError, TransportError
@@ -29,7 +30,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--detail", metavar="ROLLOUT", help="rollout shown in the detail panel")
     p.add_argument("--headless", action="store_true", help="plain progress lines")
     p.add_argument("--refresh-hz", type=float, default=4.0, help="snapshot rate (default 4)")
-    p.add_argument("--summary-every", type=float, default=10.0, metavar="S")
+    p.add_argument(
+        "--summary-every",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="without the live view: a summary line every S seconds",
+    )
     p.add_argument("--duration", type=float, metavar="S", help="exit after S seconds")
     p.add_argument(
         "--exit-when-done", action="store_true", help="exit once every rollout seen is done"
@@ -61,7 +68,15 @@ async def _watch(args: argparse.Namespace, config: Any) -> int:
 
     bus = EventBus()
     console = Console()
-    subscriber = MqttSubscriber(bus, config, run_id=args.run)
+    dash: Dashboard | None = None
+
+    def outage(line: str) -> None:  # in the live view's footer, else on stderr
+        if dash is not None and not dash.headless:
+            dash.view.message = line
+        else:
+            print(f"rig watch: {line}", file=sys.stderr, flush=True)
+
+    subscriber = MqttSubscriber(bus, config, run_id=args.run, on_error=outage)
     dash = Dashboard(
         bus,
         console=console,
@@ -101,6 +116,11 @@ async def _watch(args: argparse.Namespace, config: Any) -> int:
         ) from failure
     if failure is not None:
         raise failure
+    if subscriber.stats.connects == 0:  # nothing was shown because nothing could be
+        raise TransportError(
+            f"never reached the MQTT broker at {config.redacted()}: "
+            f"{subscriber.stats.last_error or 'no answer'}"
+        )
     return 0
 
 

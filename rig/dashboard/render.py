@@ -334,7 +334,9 @@ def _decomposition(r: RolloutSnapshot) -> Text:
         ("downlink", resp.downlink_ms),
         ("queue", resp.queue_ms),
     )
-    if all(v is None for _, v in parts):
+    if resp.live:
+        text.append(" · split after the stream", style="dim")
+    elif all(v is None for _, v in parts):
         text.append(" · split: not supported by the clock fit", style="dim")
     else:
         text.append(" = " + " + ".join(f"{name} {_ms(value, 0)}" for name, value in parts) + " ms")

@@ -11,8 +11,9 @@ bridge, rig.telemetry.session_bridge, maps these onto bus events):
   protocol  every server event
   status    the session's state changes (`status()`)
   rtt       each round trip as measured (WebSocket ping/pong, RTCP): `rtt_ms`, `method`
-  response  each response latency with its split, and `clock` the clock fit, once the
-            analysis after the stream is done (`results()`)
+  response  each response latency as it happens (`live`: turn end to onset as played,
+            rig.core.liveresponse), then with its split, and `clock` the clock fit, once
+            the analysis after the stream is done (`results()`)
 
 Publishing never raises into the audio loop: a failing subscriber costs its own events.
 """
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rig.core.events import ControlRequest
+from rig.core.liveresponse import LiveResponses
 from rig.core.records import (
     ChunkRecord,
     EventRecord,
@@ -53,6 +55,7 @@ class RolloutSink:
     def __init__(self, recorder: RolloutRecorder, publish: Publish | None = None) -> None:
         self.recorder = recorder
         self._publish = publish
+        self._live = LiveResponses()
 
     def put(self, record: Record | ControlRequest) -> None:
         """Write one record (and publish it); control requests are the caller's to send."""
@@ -69,6 +72,10 @@ class RolloutSink:
                 self.publish("protocol", {"name": name, "t_ns": record.t_ns})
             if record.kind in RTT_KINDS:
                 self._rtt(record)
+            if self._publish is not None:
+                live = self._live.feed(record.kind, record.t_ns, record.data)
+                if live is not None:
+                    self.publish("response", live)
         elif isinstance(record, UserAudio):
             rec.user_audio(record.pcm, record.clean)
         elif isinstance(record, SystemAudio):

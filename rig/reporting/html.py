@@ -42,7 +42,9 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;pad
 text-align:right;font-size:13px}th{background:#f3f3f3}td.l,th.l{text-align:left}
 .bad{color:#b00020;font-weight:600}.good{color:#1b5e20}.muted{color:#777}
 section.rollout{border-top:2px solid #ddd;margin-top:20px;padding-top:8px}
-audio{width:420px;margin-right:12px}.legend span{margin-right:12px}
+audio{width:420px;display:block}.legend span{margin-right:12px}
+figure.track{display:inline-block;margin:4px 16px 8px 0}figure.track figcaption{font-size:13px;
+color:#555;margin-bottom:2px}
 """
 
 
@@ -126,7 +128,15 @@ def _items(report: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _responses(rollouts: list[dict[str, Any]]) -> tuple[str, dict[str, list[float]]]:
+def _counted(m: dict[str, Any], exclude_invalid: bool) -> bool:
+    """Is this rollout in the aggregates (as the summary's counts): ok, and its own timing
+    held unless invalid timing is counted too?"""
+    return m.get("status") == "ok" and not (exclude_invalid and m.get("timing_valid") is False)
+
+
+def _responses(
+    rollouts: list[dict[str, Any]], exclude_invalid: bool = True
+) -> tuple[str, dict[str, list[float]]]:
     series: dict[str, list[float]] = {"latency": []}
     series.update({c[:-3]: [] for c in COMPONENTS})
     head = ["rollout", "turn", "latency ms", *(f"{c[:-3]} ms ±err" for c in COMPONENTS),
@@ -137,7 +147,8 @@ def _responses(rollouts: list[dict[str, Any]]) -> tuple[str, dict[str, list[floa
             if not isinstance(r, dict) or _num(r.get("latency_ms")) is None:
                 continue
             lat = float(r["latency_ms"])
-            if m.get("status") == "ok":
+            counted = _counted(m, exclude_invalid)
+            if counted:
                 series["latency"].append(lat)
             cells = [_td(m.get("rollout_id"), True), _td(r.get("turn", "")), _td(_fmt(lat))]
             parts: dict[str, float | None] = {}
@@ -145,7 +156,7 @@ def _responses(rollouts: list[dict[str, Any]]) -> tuple[str, dict[str, list[floa
                 stem = c[:-3]
                 val, err = _num(r.get(c)), _num(r.get(f"{stem}_err_ms"))
                 parts[stem] = val
-                if val is not None and m.get("status") == "ok":
+                if val is not None and counted:
                     series[stem].append(val)
                 cells.append(_td("–" if val is None else f"{val:.1f} ±{_fmt(err)}"))
             bar = split_bar_svg(parts, lat) if any(parts.values()) else ""
@@ -219,8 +230,11 @@ def _rollout_section(m: dict[str, Any], rollout_dir: Path, mode: str, html_dir: 
     for track in ("user", "system"):
         src = _audio_src(rollout_dir / f"{track}.wav", mode, html_dir)
         if src is not None:
-            out.append(f'<label>{track}.wav <audio controls preload="none" '
-                       f'src="{escape(src)}"></audio></label>')  # fmt: skip
+            # each name directly above its own player (a figure of two blocks)
+            out.append(
+                f'<figure class="track"><figcaption>{track}.wav</figcaption><audio controls '
+                f'preload="none" src="{escape(src)}"></audio></figure>'
+            )
     out.append("</section>")
     return "".join(out)
 
@@ -278,7 +292,7 @@ def build_html(
     root = Path(run_dir)
     html_dir = Path(html_path).resolve().parent
     mode, note = audio_mode(root, audio, max_embed_mb)
-    responses_html, series = _responses(rollouts)
+    responses_html, series = _responses(rollouts, bool(report.get("timing_invalid_excluded")))
     title = f"rig run {report['run_id']}"
     body = [
         f"<h1>{escape(title)}</h1>",
@@ -288,8 +302,9 @@ def build_html(
         _items(report),
         extra_html,
         "<h2>Latency CDFs</h2>",
-        "<p class='muted'>response latency on the playback clock and its split (ok rollouts; "
-        "every value one step)</p>",
+        "<p class='muted'>response latency on the playback clock and its split (the "
+        "responses of the summary: ok rollouts whose own timing held; every value one step)"
+        "</p>",
         cdf_svg({k: v for k, v in series.items() if v}),
         "<h2>Latency split per response</h2>",
         responses_html,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rig.analysis.activity import Segment
 from rig.analysis.rollout import Mark, RolloutView
+from rig.reporting.plot import yields_of
 
 
 def rollout_labels(
@@ -20,7 +21,8 @@ def rollout_labels(
     user_speech: Sequence[Segment] = (),
     system_speech: Sequence[Segment] = (),
 ) -> list[Mark]:
-    """Turn boundaries, injections, response latencies and (if given) speech segments."""
+    """Turn boundaries, injections, response latencies, barge-ins with their yields and (if
+    given) speech segments."""
     labels = list(view.marks)
     for r in view.responses:
         labels.append(Mark("response", r.user_end_s, f"latency {r.latency_ms:.0f} ms", r.onset_s))
@@ -28,6 +30,7 @@ def rollout_labels(
             gen = "" if r.generation_ms is None else f", generation {r.generation_ms:.0f} ms"
             text = f"detect {r.detect_ms:.0f} ms{gen}"
             labels.append(Mark("endpointing", r.user_end_s, text, r.decision_s))
+    labels += [Mark("yield", t, label, end) for t, end, label in yields_of(view)]
     labels += [Mark("speech.user", s, "user speech", e) for s, e in user_speech]
     labels += [Mark("speech.system", s, "system speech", e) for s, e in system_speech]
     labels.sort(key=lambda m: (m.t_s, m.kind))

@@ -54,6 +54,31 @@ def rtt_table(rollouts: list[dict[str, Any]]) -> Table | None:
     return t if rows else None
 
 
+def rtt_legend(rollouts: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Under the RTT table when the kernel's TCP_INFO RTT is in it: why it can read ~20 ms on
+    loopback beside a sub-millisecond ws_ping (delayed ACKs of a mostly one-way stream)."""
+    for m in rollouts:
+        fit = m.get("clock_fit")
+        by_source = fit.get("rtt_by_source") if isinstance(fit, dict) else None
+        if isinstance(by_source, dict) and "tcp_info" in by_source:
+            return (
+                "tcp_info: the kernel's smoothed RTT, inflated by delayed ACKs while the "
+                "stream flows mostly one way (~20 ms even on loopback); ws_ping and probe "
+                "are round trips the rig timed itself; the split prefers them "
+                "(docs/network.md)",
+            )
+    return ()
+
+
+def turn_numbers(responses: list[Any]) -> dict[Any, int]:
+    """The session log's turn index (which counts injections too: 0, 2) -> the user turn's
+    number as the timing analysis counts them (0, 1), for display."""
+    idx = sorted(
+        {r["turn"] for r in responses if isinstance(r, dict) and isinstance(r.get("turn"), int)}
+    )
+    return {t: k for k, t in enumerate(idx)}
+
+
 def split_table(rollouts: list[dict[str, Any]]) -> Table | None:
     """Per response: latency and its uplink / model / downlink / queue ± error, with the
     method (clock_method, and the round trips' source where RTT/2 split it)."""
@@ -63,7 +88,9 @@ def split_table(rollouts: list[dict[str, Any]]) -> Table | None:
     rows = 0
     for m in rollouts:
         responses = m.get("responses")
-        for r in responses if isinstance(responses, list) else []:
+        responses = responses if isinstance(responses, list) else []
+        number = turn_numbers(responses)
+        for r in responses:
             if not isinstance(r, dict) or r.get("latency_ms") is None:
                 continue
             rows += 1
@@ -78,7 +105,7 @@ def split_table(rollouts: list[dict[str, Any]]) -> Table | None:
                 method += f"; send backlog {_f(r['send_backlog_ms'])} ms"
             t.add_row(
                 Text(str(m.get("rollout_id"))),
-                str(r.get("turn", "-")),
+                str(number.get(r.get("turn"), r.get("turn", "-"))),
                 _f(r.get("latency_ms")),
                 *cells,
                 Text(method),

@@ -171,6 +171,7 @@ def render_png(
                 bbox={"facecolor": "white", "alpha": 0.85, "linewidth": 0, "pad": 1},
             )
     _draw_splits(sys_ax, view.responses, y_arrow)
+    yielded = _draw_yields(sys_ax, yields_of(view), y_arrow)
     sys_ax.set_xlabel("session time (s from t0)")
     sys_ax.set_xlim(0, max(duration_s, 1e-3))
     handles = [
@@ -187,6 +188,8 @@ def render_png(
         Line2D([], [], color="black", marker=">", label="response latency"),
         Line2D([], [], color=DETECT_COLOR, lw=3, label="endpointing (detect)"),
     ]
+    if yielded:
+        handles.append(Line2D([], [], label="barge-in → yield", **YIELD_STYLE))
     if any(r.parts_ms for r in view.responses):
         handles += [Patch(color=c, label=n) for n, c in zip(SPLIT_NAMES, SPLIT_COLORS, strict=True)]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
@@ -227,6 +230,47 @@ def _draw_splits(ax: Any, responses: Sequence[Response], y_arrow: float) -> None
                 fontsize=6,
                 color="dimgray",
             )
+
+
+YIELD_STYLE: dict[str, Any] = {"color": "#e377c2", "linestyle": "-.", "linewidth": 1.4}
+
+
+def yields_of(view: RolloutView) -> list[tuple[float, float | None, str]]:
+    """(barge-in s, yield s or None, label) per barge-in of the timing analysis
+    (metrics `timing.yields`: the system's stop on its own stream, what the rule judged)."""
+    timing = view.metrics.get("timing")
+    raw = timing.get("yields") if isinstance(timing, dict) else None
+    out: list[tuple[float, float | None, str]] = []
+    for y in raw if isinstance(raw, list) else []:
+        if not isinstance(y, dict) or not isinstance(y.get("barge_in_s"), int | float):
+            continue
+        t = float(y["barge_in_s"])
+        ms = y.get("yield_ms")
+        if isinstance(ms, int | float) and not isinstance(ms, bool):
+            out.append((t, t + ms / 1000, f"yield {ms:.0f} ms"))
+        else:
+            out.append((t, None, f"no yield: {y.get('why_none') or 'not measured'}"))
+    return out
+
+
+def _draw_yields(
+    ax: Any, yields: Sequence[tuple[float, float | None, str]], y_arrow: float
+) -> bool:
+    """Each barge-in as a line on the system track, the yield as a span to where the
+    system stopped, labelled with the time the rule judged."""
+    for t, end, label in yields:
+        ax.axvline(t, **YIELD_STYLE)
+        if end is not None:
+            ax.axvspan(t, end, color=YIELD_STYLE["color"], alpha=0.25, linewidth=0)
+        ax.annotate(
+            label,
+            (t, -y_arrow),
+            xytext=(3, 0),
+            textcoords="offset points",
+            fontsize=7,
+            color=YIELD_STYLE["color"],
+        )
+    return bool(yields)
 
 
 def plot_rollout(

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from rig import safejson
 from rig.ids import count_retries, rollout_of_attempt
+from rig.reporting.layout import print_table as laid_out
 
 
 def load_rollouts(run_dir: str) -> list[dict[str, Any]]:
@@ -112,25 +113,25 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def print_table(console: Console, table: Any) -> None:
-    """Print a table whole. Into a pipe or file rich assumes 80 columns and would cut the
-    right-hand columns off (a log or CI check then misses them): there, unless COLUMNS says
-    otherwise, the table gets the width it needs."""
-    if console.is_terminal or "COLUMNS" in os.environ:
-        console.print(table)
-        return
-    wide = console.options.update_width(1000)
-    saved = console.width
-    console.width = min(1000, max(saved, console.measure(table, options=wide).maximum))
-    try:
-        console.print(table)
-    finally:
-        console.width = saved
+#: under the rollouts table: what its less obvious columns mean
+LEGEND = (
+    "late p50/p99/max: the rig's own uplink send lateness, ms · stalls: frames sent over one "
+    "frame late · rig: the rig's own timing held (ok) or not (bad: left out of the "
+    "aggregates; docs/pacing.md)",
+)
 
 
-def print_summary(run_dir: str, console: Console | None = None) -> list[dict[str, Any]]:
+def print_table(console: Console, table: Any, *, wide: bool = False, legend: Any = ()) -> None:
+    """Print a table laid out for the console's width (rig.reporting.layout: stacked when
+    it does not fit, never cut; `wide`: at its natural width)."""
+    laid_out(console, table, wide=wide, legend=legend)
+
+
+def print_summary(
+    run_dir: str, console: Console | None = None, *, wide: bool = False
+) -> list[dict[str, Any]]:
     console = console or Console()
     rollouts = load_rollouts(run_dir)
-    print_table(console, summary_table(rollouts))
+    print_table(console, summary_table(rollouts), wide=wide, legend=LEGEND)
     console.print(f"run directory: {run_dir}")
     return rollouts

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import os
 
-from rig.core.plan import PlanBuilder
-from rig.errors import ScenarioError
+from rig.core.plan import PlanBuilder, speech_bounds
+from rig.errors import AudioInputError, ScenarioError
 from rig.ids import safe_id
 from rig.scenarios.builtin import BUILTINS, data_path
 from rig.scenarios.fileformat import load_scenario_file
 from rig.scenarios.item import ScenarioItem
 
-__all__ = ["ScenarioItem", "data_path", "resolve"]
+__all__ = ["AUDIO_SUFFIXES", "ScenarioItem", "data_path", "resolve"]
+
+#: audio files `rig run FILE` plays as one turn (libsndfile decodes each of them)
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 
 
 def resolve(
@@ -26,7 +29,7 @@ def resolve(
                 spec, f"no built-in suite {name!r}; known: {', '.join(sorted(BUILTINS))}"
             )
         return BUILTINS[name](sample_rate)
-    if spec.lower().endswith((".wav", ".flac", ".ogg")):
+    if spec.lower().endswith(AUDIO_SUFFIXES):
         stem = safe_id(os.path.splitext(os.path.basename(spec))[0])  # the rollout's dir name
         plan = (
             PlanBuilder(sample_rate)
@@ -35,7 +38,13 @@ def resolve(
             .add_silence(pad_s)
             .build()
         )
+        if speech_bounds(plan.pcm, sample_rate) is None:  # as a scenario file's turn is
+            raise AudioInputError(spec, "no sound above -40 dBFS: a silent file, nothing to answer")
         return [ScenarioItem(stem, plan, {"scenario": "file", "item": stem})]
     if spec.lower().endswith((".toml", ".json")):
         return load_scenario_file(spec, sample_rate)
-    raise ScenarioError(spec, "not a WAV file, scenario file (.toml/.json) or builtin:NAME")
+    raise ScenarioError(
+        spec,
+        f"not an audio file ({', '.join(AUDIO_SUFFIXES)}), a scenario file (.toml/.json) or "
+        "builtin:NAME",
+    )

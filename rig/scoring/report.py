@@ -56,13 +56,14 @@ def scores_for_report(args: argparse.Namespace) -> dict[str, Any] | None:
     return doc
 
 
-def print_scores(console: Any, doc: dict[str, Any] | None) -> None:
+def print_scores(console: Any, doc: dict[str, Any] | None, show: Any = None) -> None:
+    """The scorers' tables; `show` prints a table (rig report: laid out for the width)."""
     if not doc:
         return
     for part in text_tables(doc):
         if isinstance(part, str):
             console.print(part, markup=False, highlight=False)
         else:
-            console.print(part)
+            (show or console.print)(part)
     if doc.get("written"):
         console.print(f"wrote {doc['written']}", markup=False, highlight=False)

@@ -87,6 +87,8 @@ KINDS: Final[dict[str, dict[str, str]]] = {
         "detect_ms": "endpointing: user's end as it reached the system -> its decision, or null",
         "generation_ms": "the system's decision -> first reply audio leaving it, or null",
         "placement": "which placement the latency used (arrival, playback, server)",
+        "live": "true when seen as it happened (turn end to onset as played), before the "
+        "analysis; the final event of that response, with its split, follows",
     },
     "run": {
         "total": "rollouts this run will stream (rollout_id is empty for run events) (v2)",
@@ -222,24 +224,22 @@ def response(
     placement: str = "arrival",
     detect_ms: float | None = None,
     generation_ms: float | None = None,
+    live: bool = False,
 ) -> TelemetryEvent:
-    """One system response's latency and, where the clock fit supports it, its split."""
-    return TelemetryEvent(
-        "response",
-        run_id,
-        rollout_id,
-        t_ns,
-        {
-            "latency_ms": latency_ms,
-            "uplink_ms": uplink_ms,
-            "model_ms": model_ms,
-            "downlink_ms": downlink_ms,
-            "queue_ms": queue_ms,
-            "placement": placement,
-            "detect_ms": detect_ms,
-            "generation_ms": generation_ms,
-        },
-    )
+    """One system response's latency and, where the clock fit supports it, its split;
+    `live`: seen as it happened, before the analysis (its final event follows)."""
+    data: dict[str, Any] = {
+        "latency_ms": latency_ms,
+        "uplink_ms": uplink_ms,
+        "model_ms": model_ms,
+        "downlink_ms": downlink_ms,
+        "queue_ms": queue_ms,
+        "placement": placement,
+        "detect_ms": detect_ms,
+        "generation_ms": generation_ms,
+        "live": live,
+    }
+    return TelemetryEvent("response", run_id, rollout_id, t_ns, data)
 
 
 def run(

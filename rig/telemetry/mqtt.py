@@ -33,6 +33,7 @@ from rig.aio import finish_or_cancel
 from rig.clock.base import Clock, MonotonicClock
 from rig.clock.wall import epoch_offset_ns
 from rig.errors import ConfigError, ProtocolError
+from rig.redact import redact_url
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
 from rig.telemetry.events import TelemetryEvent
@@ -84,7 +85,9 @@ def parse_mqtt_url(url: str, env: Mapping[str, str] | None = None) -> MqttConfig
     env = os.environ if env is None else env
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts"):
-        raise ConfigError(f"MQTT URL must start with mqtt:// or mqtts://, got {parts.scheme!r}")
+        shown = redact_url(url)
+        hint = f" (e.g. mqtt://{shown})" if "://" not in url else ""
+        raise ConfigError(f"MQTT URL must start with mqtt:// or mqtts://, got {shown!r}{hint}")
     if not parts.hostname:
         raise ConfigError("MQTT URL has no host")
     tls = parts.scheme == "mqtts"
@@ -160,8 +163,12 @@ class MqttPublisher(StartStop):
         publish_timeout_s: float = 2.0,
         keepalive_s: int = 10,
         clock: Clock | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_error`: told once per outage that the broker cannot be reached (a line for
+        the user: telemetry is not getting through), again after it was reached."""
         self.config = config
+        self._on_error = on_error
         self._clock: Clock = clock or MonotonicClock()  # batches chunk events by its time
         self._epoch_offset_ns = epoch_offset_ns(self._clock)  # wall minus shared clock
         self.stats = BridgeStats()
@@ -209,6 +216,7 @@ class MqttPublisher(StartStop):
                     self.config, keepalive=self._keepalive_s, timeout=self._timeout_s
                 ) as client:
                     self.stats.connected = True
+                    self.stats.last_error = None
                     self.stats.connects += 1
                     if self.stats.connects > 1:
                         self.stats.reconnects += 1
@@ -222,6 +230,7 @@ class MqttPublisher(StartStop):
                         await self._send_pending(client, force=self._stopping.is_set())
                     return
             except aiomqtt.MqttError as exc:
+                _tell_outage(self._on_error, self.config, self.stats.last_error, exc)
                 self.stats.last_error = str(exc)
             finally:
                 self.stats.connected = False
@@ -302,9 +311,12 @@ class MqttSubscriber:
         retry_initial_s: float = 0.2,
         retry_max_s: float = 5.0,
         warn: Callable[[str], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_error`: as MqttPublisher's (once per outage, a line for the user)."""
         self.config = config
         self.run_id = run_id
+        self._on_error = on_error
         self.stats = SubscriberStats()
         #: where "dropped N malformed messages" warnings go (1st, 10th, 100th...: counted,
         #: never a flood); default: the `rig.telemetry` logger
@@ -324,11 +336,13 @@ class MqttSubscriber:
                     await client.subscribe(subscription_filter(self.run_id), qos=0)
                     self.stats.connects += 1
                     self.stats.connected = True
+                    self.stats.last_error = None
                     self.connected.set()
                     delays = backoff(*self._retry)
                     async for msg in client.messages:
                         self._handle(msg.payload)
             except aiomqtt.MqttError as exc:
+                _tell_outage(self._on_error, self.config, self.stats.last_error, exc)
                 self.stats.last_error = str(exc)
             finally:
                 self.stats.connected = False
@@ -351,6 +365,14 @@ class MqttSubscriber:
             return
         self.stats.received += 1
         self._bus.publish(ev)
+
+
+def _tell_outage(
+    on_error: Callable[[str], None] | None, config: MqttConfig, last: str | None, exc: Exception
+) -> None:
+    """The first failure of an outage, told once (the client retries with backoff)."""
+    if on_error is not None and last is None:
+        on_error(f"cannot reach the MQTT broker at {config.redacted()}: {exc}; retrying")
 
 
 def _power_of_ten(n: int) -> bool:

@@ -123,6 +123,7 @@ def session_publisher(
                         detect_ms=data.get("detect_ms"),
                         generation_ms=data.get("generation_ms"),
                         placement=str(data.get("placement", "playback")),
+                        live=bool(data.get("live")),
                     )
                 )
             elif kind == "clock":

@@ -24,6 +24,7 @@ from typing import Any
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.telemetry.events import TelemetryEvent
 from rig.telemetry.fleet import FleetSummary, LatencySample, RunInfo, summarize
+from rig.telemetry.speech import gate_level, speaking, strip
 
 RESPONSE_PARTS = ("uplink_ms", "model_ms", "downlink_ms", "queue_ms", "detect_ms", "generation_ms")
 
@@ -58,6 +59,7 @@ class ResponseView:
     placement: str
     detect_ms: float | None = None  # endpointing wait (part of model_ms)
     generation_ms: float | None = None
+    live: bool = False  # seen as it happened; the split comes with the analysis
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +132,15 @@ class FleetSnapshot:
 
 
 class _Track:
-    __slots__ = ("levels", "speech", "transitions", "count")
+    __slots__ = ("levels", "speech", "transitions", "count", "last_loud_ns", "explicit")
 
     def __init__(self) -> None:
         self.levels: deque[tuple[int, float]] = deque(maxlen=256)
         self.speech = False
         self.transitions: deque[tuple[int, bool]] = deque(maxlen=512)
         self.count = 0
+        self.last_loud_ns: int | None = None  # speech from levels (rig.telemetry.speech)
+        self.explicit = False  # speech from activity events instead
 
 
 class _Rollout:
@@ -162,6 +166,7 @@ class _Rollout:
         self.drift_ppm: float | None = None
         self.response: ResponseView | None = None
         self.n_responses = 0
+        self.live_pending = 0  # responses shown live whose final event has not come yet
         self.up = _Track()
         self.down = _Track()
         self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
@@ -250,6 +255,9 @@ class Reducer:
             self._status(r, ev)
         elif kind == "activity":
             track = r.up if d.get("track") == "up" else r.down
+            if not track.explicit:  # activity events replace what the levels suggested
+                track.explicit, track.speech = True, False
+                track.transitions.clear()
             speech = bool(d.get("speech"))
             if speech != track.speech:
                 track.speech = speech
@@ -267,7 +275,12 @@ class Reducer:
                 latency_ms=float(d.get("latency_ms", 0.0)),
                 placement=str(d.get("placement", "arrival")),
                 **{k: d.get(k) for k in RESPONSE_PARTS},
+                live=bool(d.get("live")),
             )
+            if not d.get("live") and r.live_pending:  # the final form of one seen live
+                r.live_pending -= 1
+                return
+            r.live_pending += bool(d.get("live"))
             r.n_responses += 1
             self._latencies.add(r.response.latency_ms)
             self._recent(r, ev, f"response {r.response.latency_ms:.0f} ms")
@@ -335,7 +348,9 @@ class Reducer:
 
     def _level(self, r: _Rollout, t_ns: int, direction: Any, level: Any) -> None:
         if level is not None:
-            (r.up if direction == "up" else r.down).levels.append((t_ns, float(level)))
+            track = r.up if direction == "up" else r.down
+            track.levels.append((t_ns, float(level)))
+            gate_level(track, t_ns, float(level))
 
     def _status(self, r: _Rollout, ev: TelemetryEvent) -> None:
         d = ev.data
@@ -410,7 +425,7 @@ class Reducer:
         )
 
     def _freeze(self, r: _Rollout, now_ns: int, strips: bool) -> RolloutSnapshot:
-        cfg = self.config
+        cfg, n_cells = self.config, self.config.timeline_cells
         cutoff = now_ns - cfg.lateness_window_ns
         while r.lateness and r.lateness[0][0] <= cutoff:
             r.lateness.popleft()
@@ -446,10 +461,10 @@ class Reducer:
             n_responses=r.n_responses,
             up_level_dbfs=self._peak(r.up, now_ns),
             down_level_dbfs=self._peak(r.down, now_ns),
-            up_speech=r.up.speech,
-            down_speech=r.down.speech,
-            up_timeline=self._strip(r.up, now_ns) if strips else (),
-            down_timeline=self._strip(r.down, now_ns) if strips else (),
+            up_speech=speaking(r.up, now_ns),
+            down_speech=speaking(r.down, now_ns),
+            up_timeline=strip(r.up, now_ns, cfg.timeline_span_ns, n_cells) if strips else (),
+            down_timeline=strip(r.down, now_ns, cfg.timeline_span_ns, n_cells) if strips else (),
             recent=tuple(r.recent),
             dialect=r.dialect,
             transport=r.transport,
@@ -465,36 +480,3 @@ class Reducer:
             track.levels.popleft()
         vals = [lv for t, lv in track.levels if t <= now_ns]
         return max(vals) if vals else None
-
-    def _strip(self, track: _Track, now_ns: int) -> tuple[bool, ...]:
-        """Speech activity per cell over the last `timeline_span_ns`, oldest cell first."""
-        n = self.config.timeline_cells
-        span = self.config.timeline_span_ns
-        cell_ns = span // n
-        start = now_ns - span
-        cells = [False] * n
-        # Walk the transitions, painting each speech interval [on, off) that overlaps the span.
-        on_since: int | None = None
-        trans = list(track.transitions)
-        # speech state before the first remembered transition: the opposite of its value
-        if trans and not trans[0][1]:
-            on_since = start
-        for t, speech in trans:
-            if t > now_ns:
-                break
-            if speech and on_since is None:
-                on_since = t
-            elif not speech and on_since is not None:
-                self._paint(cells, on_since, t, start, cell_ns)
-                on_since = None
-        if on_since is not None:
-            self._paint(cells, on_since, now_ns + 1, start, cell_ns)
-        return tuple(cells)
-
-    @staticmethod
-    def _paint(cells: list[bool], t_on: int, t_off: int, start: int, cell_ns: int) -> None:
-        n = len(cells)
-        a = max(0, (t_on - start) // cell_ns)
-        b = min(n - 1, (t_off - 1 - start) // cell_ns)
-        for i in range(int(a), int(b) + 1):
-            cells[i] = True

@@ -1,7 +1,8 @@
 """Check the output of the README's first command: the summary table lists every rollout of
-the built-in demo suite, each with status `ok`.
+the built-in demo suite, each with status `ok`, under the same column names as the README's
+example of it ("What `rig demo` prints"), and the measured-vs-truth line is there.
 
-Usage: .venv/bin/python scripts/ci/check_demo.py LOG
+Usage: .venv/bin/python scripts/ci/check_demo.py LOG [README]   (README default: README.md)
 Exit 0 when it does; 1 with the reason otherwise. Reads the table as printed (rich box
 characters, or `|` in an ASCII console), so it checks what a user sees, not a file.
 """
@@ -12,6 +13,25 @@ import re
 import sys
 
 ROW = re.compile(r"^\s*[│|┃](.*)[│|┃]\s*$")
+HEADER = re.compile(r"^\s*┃(.*)┃\s*$")
+TRUTH_LINE = "vs the reference system's own truth log"
+
+
+def header_columns(text: str) -> list[str]:
+    """The column names of the first table header row in `text` (rich's ┃ row)."""
+    for line in text.splitlines():
+        m = HEADER.match(line)
+        if m is not None:
+            return [c.strip() for c in m.group(1).split("┃")]
+    return []
+
+
+def readme_demo_block(readme: str) -> str:
+    """The fenced block after "What `rig demo` prints" in the README."""
+    _, found, rest = readme.partition("What `rig demo` prints")
+    if not found or "```" not in rest:
+        return ""
+    return rest.split("```", 2)[1]
 
 
 def table_rows(text: str) -> dict[str, str]:
@@ -30,11 +50,14 @@ def table_rows(text: str) -> dict[str, str]:
 def main(argv: list[str]) -> int:
     from rig.scenarios import resolve
 
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8", errors="replace") as f:
         text = f.read()
+    readme_path = argv[2] if len(argv) == 3 else "README.md"
+    with open(readme_path, encoding="utf-8") as f:
+        example = readme_demo_block(f.read())
     expected = [item.item_id for item in resolve("builtin:demo", 16_000)]
     rows = table_rows(text)
     problems = []
@@ -44,10 +67,23 @@ def main(argv: list[str]) -> int:
             problems.append(f"{rid}: not in the table")
         elif status != "ok":
             problems.append(f"{rid}: {status}")
+    printed, documented = header_columns(text), header_columns(example)
+    if printed != documented:
+        problems.append(
+            f"{readme_path}'s demo table has columns {documented}, rig demo prints {printed}: "
+            "regenerate the README's example (COLUMNS=90 rig demo --headless)"
+        )
+    if TRUTH_LINE not in text:
+        problems.append(f"no {TRUTH_LINE!r} line")
+    elif TRUTH_LINE not in example:
+        problems.append(f"{readme_path}'s demo example lacks the {TRUTH_LINE!r} line")
     if problems:
         print("demo check FAILED: " + "; ".join(problems), file=sys.stderr)
         return 1
-    print(f"demo check: {len(expected)} rollouts, all ok ({', '.join(sorted(expected))})")
+    print(
+        f"demo check: {len(expected)} rollouts, all ok ({', '.join(sorted(expected))}); "
+        f"columns as in {readme_path}"
+    )
     return 0
 
 

@@ -79,7 +79,9 @@ def test_blocking_run_and_the_cli_record_one_configuration(sim_url: str, tmp_pat
     assert_result_ok(result)
     cli = json.loads((tmp_path / "cli" / "manifest.json").read_text())["config"]
     api = json.loads((tmp_path / "api" / "manifest.json").read_text())["config"]
-    assert cli == api
+    # one default differs on purpose: rollouts at once as `rig demo` (docs/api.md)
+    assert (cli["concurrency"], api["concurrency"]) == (1, 3)
+    assert {**cli, "concurrency": 3} == api
 
 
 async def test_bad_options_are_clear_errors_before_anything_is_written(tmp_path: Path) -> None:
