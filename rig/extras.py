@@ -73,6 +73,20 @@ EXTRAS: dict[str, Extra] = {
             "word-level onsets (rig run --asr-model)",
         ),
         Extra("ray", ("ray>=2.9",), ("ray",), "rig run --engine ray (docs/scale-out.md)"),
+        Extra(
+            "room",
+            ("pyroomacoustics>=0.7",),
+            ("pyroomacoustics",),
+            "rig run --echo ...,room=NAME (a generated room impulse response)",
+        ),
+        Extra(
+            "aec",
+            ("speexdsp>=0.1.1",),
+            ("speexdsp",),
+            "rig run --transport device --cancel-own-echo (SpeexDSP echo canceller)",
+            "a C++ compiler, SWIG and the SpeexDSP headers: the binding builds from source "
+            "(Debian: g++ swig libspeexdsp-dev; at run time libspeexdsp1)",
+        ),
         Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
         Extra(
             "otel",
@@ -85,9 +99,19 @@ EXTRAS: dict[str, Extra] = {
 
 #: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
 #: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
-ALL: tuple[str, ...] = ("webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel")
-#: extras left out of `all`
-NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
+ALL: tuple[str, ...] = (
+    "webrtc",
+    "opus",
+    "device",
+    "mqtt",
+    "plot",
+    "asr",
+    "analysis",
+    "otel",
+    "room",
+)
+#: extras left out of `all` (aec builds from source, as pyaudio does)
+NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray", "aec")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend

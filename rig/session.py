@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +39,7 @@ from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
+from rig.echo.path import EchoPath
 from rig.errors import DeadlineError, RigError, TransportError
 from rig.loopwatch import LoopWatch
 from rig.recordings.sink import Publish, RolloutSink
@@ -103,6 +105,7 @@ class Session:
         self._blocked_ns = 0  # time spent in sends since the uplink was last on time
         self._watch = SendWatch(self.cfg.send_timeout_s)
         self._frame_ns = round(self.pacer_cfg.frame_ns)
+        self.echo: EchoPath | None = None  # the echo condition (rig.echo.path), if any
 
     async def run(self) -> dict[str, Any]:
         self.watch.start()
@@ -124,6 +127,7 @@ class Session:
         try:
             async with cap:
                 await self.transport.open()
+                await self._open_echo()
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -316,9 +320,15 @@ class Session:
                     return Outcome("ok")
                 raise TransportError("the system closed the connection before the user finished")
             await self.clock.sleep_until(deadline)
+            if self.echo is not None:  # the echo hears what has played by this frame's start
+                self.sink.put_all(listener.release(deadline))
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
+            if self.echo is not None:  # the uplink frame hook (HELPERS.md contract)
+                pcm = self.echo.apply(frame.pcm, frame.seq * uplink.n)
+                self.sink.put_all(self.echo.take())
+                frame = dataclasses.replace(frame, pcm=pcm)
             if frame.before:  # manual activity markers lead the audio they mark
                 await self._emit(frame.before)
             t_sent = await self._send_audio(frame)
@@ -338,6 +348,13 @@ class Session:
             released = listener.release(t_sent)
             if released:
                 self.sink.put_all(released)
+
+    async def _open_echo(self) -> None:
+        """The echo condition's path: a room is loaded or generated off the event loop."""
+        if self.cfg.echo:
+            n, rate = self.pacer_cfg.frame_samples, self.plan.sample_rate
+            self.echo = await asyncio.to_thread(EchoPath.build, self.cfg.echo, rate, n)
+            self.sink.played = self.echo.hear
 
     async def _send_audio(self, frame: Frame) -> int:
         """One frame to the transport, within `send_timeout_s`: a send that blocks longer
@@ -451,6 +468,8 @@ class Session:
             transport=self._describe_transport(),
             writer_high_water=self.sink.backlog_high_water,
         )
+        if self.echo is not None:
+            metrics["echo"] = self.echo.describe()
         if self._stuck:  # frames due while the send was blocked: counted, never sent
             metrics["uplink"]["unsent_frames"] = self.uplink.pacer.skip_to(t_end)
         try:

@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
-    ("rig.clock", "rig.clockfit", "rig.protocol"),  # runtime clocks, peer-clock fits, wire
+    # runtime clocks, peer-clock fits, wire format; the echo condition and canceller
+    ("rig.clock", "rig.clockfit", "rig.protocol", "rig.echo"),
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
@@ -51,6 +52,8 @@ LAZY_OK = {
     "opentelemetry",  # extra: otel
     "faster_whisper",  # extra: asr
     "ray",  # extra: ray
+    "pyroomacoustics",  # extra: room
+    "speexdsp",  # extra: aec
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc
