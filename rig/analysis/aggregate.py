@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.analysis.rollout import read_json
+from rig.analysis.selfecho import run_rate
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.analysis.sweep import turn_taking
 from rig.errors import ConfigError
@@ -196,6 +197,8 @@ def _group_report(
         "pass": rate(sum(verdicts), len(verdicts), level),
         "interruption_success": rate(sum(yielded), len(yielded), level),
         "backchannel_rate": rate(sum(bc), len(bc), level),
+        # responses that yielded to their own echo (the echo condition; rig.analysis.selfecho)
+        "self_interruption": rate(*run_rate([r.metrics for r in used]), level),
         "components": components,
         # did the rig's own timing hold (recorded per rollout by runs that check it)
         "timing_valid": {

@@ -60,6 +60,8 @@ def gate_values(report: dict[str, Any]) -> dict[str, float | None]:
         "ok_rate": ok / n if n else None,
         "pass_rate": _num((g.get("pass") or {}).get("rate")),
         "timing_valid_rate": _num((g.get("timing_valid") or {}).get("rate")),
+        # only runs with an echo condition have it (rig.analysis.selfecho)
+        "self_interruption_rate": _num((g.get("self_interruption") or {}).get("rate")),
     }
     lat = g.get("latency_ms") or {}
     out["n_responses"] = float(lat.get("n") or 0)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rig.analysis.aggregate import COMPONENTS, ENDPOINT_PARTS
+from rig.analysis.selfecho import rate_line
 from rig.analysis.sweep import render_settings
 
 
@@ -161,6 +162,9 @@ def print_closing(console: Console, report: dict[str, Any]) -> None:
     endpointing = render_endpointing(report)
     if endpointing is not None:
         console.print(endpointing)
+    echo_line = rate_line((report.get("overall") or {}).get("self_interruption"))
+    if echo_line is not None:  # runs with an echo condition (rig.analysis.selfecho)
+        console.print(echo_line, markup=False)
     side_by_side = render_settings(report)
     if side_by_side is not None:
         console.print(side_by_side)

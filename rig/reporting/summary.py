@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rig import safejson
+from rig.analysis.selfecho import rollouts_line
 from rig.ids import count_retries, rollout_of_attempt
 
 
@@ -132,5 +133,8 @@ def print_summary(run_dir: str, console: Console | None = None) -> list[dict[str
     console = console or Console()
     rollouts = load_rollouts(run_dir)
     print_table(console, summary_table(rollouts))
+    echo_line = rollouts_line(rollouts)  # runs with an echo condition
+    if echo_line is not None:
+        console.print(echo_line, markup=False)
     console.print(f"run directory: {run_dir}")
     return rollouts

@@ -16,8 +16,10 @@ window's energy (an echo is there); then a 10 ms block of what is left that lies
 `SUPPRESS_DB` below the echo it explains is dropped too (residual echo suppression, as real
 cancellers do: the playback's gaps move a little with the network). Otherwise the input
 passes unchanged: no reply playing, or the user talking over it (a fit to uncorrelated audio
-removes little, so double talk still reaches the VAD). The lag is kept once found and
-searched again when the fit stops working.
+removes little, so double talk still reaches the VAD), except that while a fit that worked
+before fails (the playback's timing jumped under load), a 10 ms block no louder than the
+echo the last good fit predicts (`MARGIN_DB` over it, `SLACK_S` of timing either side) is
+taken for echo. The lag is kept once found and searched again when the fit stops working.
 
 Limits (docs/reference-system.md): a pure delay and gain is removed to well below the VAD's
 gate; a room longer than `TAPS` samples leaves its reverberant tail, which a loud enough echo
@@ -37,6 +39,8 @@ WINDOW = 2048
 TAPS = 16
 MIN_ERLE_DB = 10.0
 SUPPRESS_DB = 6.0
+SLACK_S = 0.04
+MARGIN_DB = 3.0
 
 
 class OwnEchoCanceller:
@@ -51,6 +55,7 @@ class OwnEchoCanceller:
         self._received = 0  # input samples so far
         self._offset_ns: int | None = None  # earliest (arrival - sample time) seen
         self.lag: int | None = None
+        self._gain2: float | None = None  # the last good fit's power gain (1 / ERL)
         self.removed_db: float | None = None  # the last fit's echo return loss enhancement
 
     def _abs(self, t_ns: int) -> int:
@@ -102,7 +107,7 @@ class OwnEchoCanceller:
             return pcm
         fit = self._fit(n)
         if fit is None:
-            return pcm
+            return self._suppress_only(pcm, x)
         y, est = fit
         # residual echo suppression: a 10 ms block whose residual is SUPPRESS_DB below the
         # echo it explains is echo that the fit missed (a gap edge of the playback moved by
@@ -111,6 +116,27 @@ class OwnEchoCanceller:
         for i in range(0, n, b):
             r, e = y[i : i + b], est[i : i + b]
             if float(r @ r) * 10 ** (SUPPRESS_DB / 10) < float(e @ e):
+                y[i : i + b] = 0.0
+        return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
+
+    def _suppress_only(self, pcm: Pcm16, x: F64) -> Pcm16:
+        """No fit now (the playback's timing jumped, or double talk): a 10 ms block no
+        louder than the echo the last good fit predicts from what was said around the lag
+        (`SLACK_S` either side, `MARGIN_DB` over it) is taken for echo; louder passes."""
+        if self._gain2 is None or self.lag is None:
+            return pcm
+        n, b, slack = x.size, max(1, self.rate // 100), int(SLACK_S * self.rate)
+        r2 = self._r * self._r
+        y = x.copy()
+        for i in range(0, n, b):
+            blk = x[i : i + b]
+            hi = self._r.size - (n - i) - self.lag + slack
+            lo = max(0, hi - 2 * slack - b)
+            if hi <= lo:
+                continue
+            seg = r2[lo:hi]
+            best = float(np.max(np.convolve(seg, np.ones(b), "valid"))) if seg.size >= b else 0.0
+            if float(blk @ blk) <= self._gain2 * best * 10 ** (MARGIN_DB / 10):
                 y[i : i + b] = 0.0
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
 
@@ -131,6 +157,8 @@ class OwnEchoCanceller:
             if erle >= MIN_ERLE_DB:
                 self.removed_db = float(erle)
                 est = x - res
+                ref = a[:, TAPS // 2]
+                self._gain2 = float(est @ est) / max(float(ref @ ref), 1e-20)
                 return (res[-n:].copy(), est[-n:]) if n <= WINDOW else None
             if search:
                 break
