@@ -12,6 +12,9 @@ ahead rig.echo.spec's minimum delay covers). Positions not played read as silenc
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -61,22 +64,34 @@ class PlayedTrack:
     def read(self, a: int, b: int, rate: int) -> F64:
         """Uplink-rate samples a..b of the played track (positions a*down/rate, ...)."""
         down = self.sample_rate
-        if rate == down:
+        if rate == down or b <= a:
             return self.span(a, b)
-        pos = np.arange(a, b, dtype=np.float64) * (down / rate)
-        base = np.floor(pos).astype(np.int64)
-        frac = pos - base
-        lo = int(base[0]) - TAPS + 1 if base.size else 0
-        hi = int(base[-1]) + TAPS + 1 if base.size else 0
+        p, q = _ratio(rate, down)
+        j = np.arange(a, b, dtype=np.int64)
+        base = (j * q) // p  # output j sits at input j * q / p = base + phase / p
+        phase = (j * q) % p
+        lo, hi = int(base[0]) - TAPS + 1, int(base[-1]) + TAPS + 1
         x = self.span(lo, hi)
         k = np.arange(-TAPS + 1, TAPS + 1)
-        d = k[None, :] - frac[:, None]  # distance of each tap from the wanted position
-        fc = min(1.0, rate / down)
-        r = np.clip(d / (TAPS + 1), -1.0, 1.0)
-        win = np.i0(_BETA * np.sqrt(1.0 - r * r)) / np.i0(_BETA)
-        kernel = fc * np.sinc(fc * d) * win
         taps = x[(base - lo)[:, None] + k[None, :]]
-        return np.asarray(np.einsum("ij,ij->i", taps, kernel), dtype=np.float64)
+        return np.asarray(np.einsum("ij,ij->i", taps, _kernels(p, q)[phase]), dtype=np.float64)
+
+
+def _ratio(up: int, down: int) -> tuple[int, int]:
+    g = math.gcd(up, down)
+    return up // g, down // g
+
+
+@functools.lru_cache(maxsize=16)
+def _kernels(p: int, q: int) -> F64:
+    """Windowed-sinc taps for each of the p fractional phases of a p/q rate change."""
+    frac = np.arange(p) / p
+    k = np.arange(-TAPS + 1, TAPS + 1)
+    d = k[None, :] - frac[:, None]  # distance of each tap from the wanted position
+    fc = min(1.0, p / q)
+    r = np.clip(d / (TAPS + 1), -1.0, 1.0)
+    win = np.i0(_BETA * np.sqrt(1.0 - r * r)) / np.i0(_BETA)
+    return np.asarray(fc * np.sinc(fc * d) * win, dtype=np.float64)
 
 
 def lookahead_samples(down_rate: int, up_rate: int) -> int:
