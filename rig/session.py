@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -105,7 +104,6 @@ class Session:
         self._blocked_ns = 0  # time spent in sends since the uplink was last on time
         self._watch = SendWatch(self.cfg.send_timeout_s)
         self._frame_ns = round(self.pacer_cfg.frame_ns)
-        self.echo: EchoPath | None = None  # the echo condition (rig.echo.path), if any
 
     async def run(self) -> dict[str, Any]:
         self.watch.start()
@@ -127,7 +125,7 @@ class Session:
         try:
             async with cap:
                 await self.transport.open()
-                await self._open_echo()
+                self.echo = await EchoPath.for_session(self.cfg, self.plan.sample_rate, self.sink)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -320,15 +318,10 @@ class Session:
                     return Outcome("ok")
                 raise TransportError("the system closed the connection before the user finished")
             await self.clock.sleep_until(deadline)
-            if self.echo is not None:  # the echo hears what has played by this frame's start
-                self.sink.put_all(listener.release(deadline))
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
-            if self.echo is not None:  # the uplink frame hook (HELPERS.md contract)
-                pcm = self.echo.apply(frame.pcm, frame.seq * uplink.n)
-                self.sink.put_all(self.echo.take())
-                frame = dataclasses.replace(frame, pcm=pcm)
+            frame = frame if self.echo is None else self.echo.on_frame(frame, listener, deadline)
             if frame.before:  # manual activity markers lead the audio they mark
                 await self._emit(frame.before)
             t_sent = await self._send_audio(frame)
@@ -348,13 +341,6 @@ class Session:
             released = listener.release(t_sent)
             if released:
                 self.sink.put_all(released)
-
-    async def _open_echo(self) -> None:
-        """The echo condition's path: a room is loaded or generated off the event loop."""
-        if self.cfg.echo:
-            n, rate = self.pacer_cfg.frame_samples, self.plan.sample_rate
-            self.echo = await asyncio.to_thread(EchoPath.build, self.cfg.echo, rate, n)
-            self.sink.played = self.echo.hear
 
     async def _send_audio(self, frame: Frame) -> int:
         """One frame to the transport, within `send_timeout_s`: a send that blocks longer
@@ -468,8 +454,6 @@ class Session:
             transport=self._describe_transport(),
             writer_high_water=self.sink.backlog_high_water,
         )
-        if self.echo is not None:
-            metrics["echo"] = self.echo.describe()
         if self._stuck:  # frames due while the send was blocked: counted, never sent
             metrics["uplink"]["unsent_frames"] = self.uplink.pacer.skip_to(t_end)
         try:

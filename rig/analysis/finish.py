@@ -111,6 +111,8 @@ def analyze_rollout(
             signals_from_events(events, t0_ns),
             activity=params.activity,
         )
+        summary = next((e for e in events if e.get("kind") == "echo.summary"), None)
+        out["self_echo"]["condition"] = summary  # the echo path's own account (rig.echo.path)
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)

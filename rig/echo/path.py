@@ -18,14 +18,21 @@ minimum delay is one frame plus the resampler's look-ahead (rig.echo.spec.check_
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from rig.audio.pcm import Pcm16
-from rig.core.records import SystemAudio, TrackAudio
+from rig.core.listener import Listener, Output
+from rig.core.records import EventRecord, Record, SystemAudio, SystemPad, TrackAudio
+from rig.core.sessionconfig import SessionConfig
+from rig.core.units import NS_PER_MS
+from rig.core.uplink import Frame
 from rig.echo.convolve import PartitionedConvolver
 from rig.echo.resample import PlayedTrack
 from rig.echo.rir import rir_for
@@ -34,6 +41,14 @@ from rig.echo.spec import EchoSpec, check_delay, min_delay_ms
 F64 = npt.NDArray[np.float64]
 #: how much played audio the ring keeps beyond the delay
 KEEP_S = 1.0
+
+
+class Sink(Protocol):
+    """What the path needs of the session's sink (rig.recordings.sink.RolloutSink)."""
+
+    played: Callable[[Record], None] | None
+
+    def put_all(self, records: Iterable[Output]) -> None: ...
 
 
 class EchoPath:
@@ -57,6 +72,39 @@ class EchoPath:
         self.peak_dbfs = -120.0
         self.clipped = 0  # samples where user + echo saturated int16
         self.cost_ns = 0  # CPU time of apply(), summed (process time of this thread)
+        self._sink: Sink | None = None
+        self._last_ns = 0
+
+    @classmethod
+    async def for_session(cls, cfg: SessionConfig, sample_rate: int, sink: Sink) -> EchoPath | None:
+        """The session's echo path (None: no echo condition), built off the event loop (a
+        room is read or generated), tapping the sink for the playback track."""
+        if not cfg.echo:
+            return None
+        n = round(sample_rate * cfg.frame_ms / 1000)
+        path = await asyncio.to_thread(cls.build, cfg.echo, sample_rate, n)
+        path._sink = sink
+        sink.played = path.tap
+        return path
+
+    def on_frame(self, frame: Frame, listener: Listener, deadline_ns: int) -> Frame:
+        """The session's call per frame: what has played by the deadline goes to system.wav
+        (and, through the tap, to the echo), then the frame gets its echo, then echo.wav."""
+        assert self._sink is not None
+        self._sink.put_all(listener.release(deadline_ns))
+        pcm = self.apply(frame.pcm, frame.seq * self.n)
+        self._sink.put_all(self.take())
+        self._last_ns = deadline_ns
+        return dataclasses.replace(frame, pcm=pcm)
+
+    def tap(self, record: Record) -> None:
+        """The sink's tap: played audio is heard; at the end (system.wav padded) the
+        summary goes to events.jsonl as `echo.summary` (the analysis reads it)."""
+        if isinstance(record, SystemAudio):
+            self.hear(record)
+        elif isinstance(record, SystemPad) and self._sink is not None:
+            t_ns = self._last_ns + round(self.frame_ms * NS_PER_MS)
+            self._sink.put_all([EventRecord("echo.summary", t_ns, self.describe())])
 
     @classmethod
     def build(cls, text: str, sample_rate: int, frame_samples: int) -> EchoPath:

@@ -54,9 +54,9 @@ class RolloutSink:
     def __init__(self, recorder: RolloutRecorder, publish: Publish | None = None) -> None:
         self.recorder = recorder
         self._publish = publish
-        #: sees every played piece of system audio as it goes to system.wav (the echo
-        #: condition hears the playback track through it: rig.echo.path)
-        self.played: Callable[[SystemAudio], None] | None = None
+        #: sees every played piece of system audio as it goes to system.wav, and its final
+        #: padding (the echo condition hears the playback track through it: rig.echo.path)
+        self.played: Callable[[Record], None] | None = None
 
     def put(self, record: Record | ControlRequest) -> None:
         """Write one record (and publish it); control requests are the caller's to send."""
@@ -81,6 +81,8 @@ class RolloutSink:
                 self.played(record)
         elif isinstance(record, SystemPad):
             rec.system_pad(record.sample_rate, record.total_samples)
+            if self.played is not None:
+                self.played(record)
         elif isinstance(record, ReceivedAudio):
             rec.received_audio(record.sample_rate, record.pcm)
         elif isinstance(record, TrackAudio):

@@ -25,7 +25,8 @@ def test_self_interruption_is_found_exactly_when_the_sim_yields_to_its_echo(
         stop_sim(proc)
     m = r.metrics
     block = m["timing"]["self_echo"]
-    assert m["echo"]["spec"] == "erl_db=10,delay_ms=40" and m["echo"]["frames_with_echo"] > 0
+    cond = block["condition"]
+    assert cond["spec"] == "erl_db=10,delay_ms=40" and cond["frames_with_echo"] > 0
     if sensitive:
         assert block["self_interruptions"] >= 1 and block["by_server_event"] >= 1, block
         first = next(x for x in block["per_response"] if x["self_interrupted"])
