@@ -85,6 +85,21 @@ EXTRAS: dict[str, Extra] = {
             "input conditions (target_lufs, pink noise, the phone line) and the reply voice "
             "measures (HNR, voicing: whisper)",
         ),
+        Extra(
+            "room",
+            ("pyroomacoustics>=0.7",),
+            ("pyroomacoustics",),
+            "rig run --echo ...,room=NAME (a generated room impulse response)",
+        ),
+        Extra(
+            "aec",
+            ("speexdsp>=0.1.1",),
+            ("speexdsp",),
+            "the SpeexDSP own-echo canceller for sound cards (rig.echo.canceller; "
+            "not yet wired into rig run)",
+            "a C++ compiler, SWIG and the SpeexDSP headers: the binding builds from source "
+            "(Debian: g++ swig libspeexdsp-dev; at run time libspeexdsp1)",
+        ),
         Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
         Extra(
             "otel",
@@ -98,10 +113,10 @@ EXTRAS: dict[str, Extra] = {
 #: `pip install 'rig-voice[all]'`: every extra that installs from wheels, except pyaudio
 #: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
 ALL: tuple[str, ...] = (
-    "webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel", "conditions",
+    "webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel", "conditions", "room",
 )  # fmt: skip
-#: extras left out of `all`
-NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray")
+#: extras left out of `all` (aec builds from source, as pyaudio does)
+NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray", "aec")
 
 #: what a command-line choice needs: --transport, --backend (sound cards), --dialect
 TRANSPORTS: dict[str, str] = {"webrtc": "webrtc"}  # device: by --backend

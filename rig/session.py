@@ -38,6 +38,7 @@ from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge_
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Frame, Uplink, plan_prefill
+from rig.echo.path import EchoPath
 from rig.errors import DeadlineError, RigError, TransportError
 from rig.loopwatch import LoopWatch
 from rig.recordings.sink import Publish, RolloutSink
@@ -124,6 +125,7 @@ class Session:
         try:
             async with cap:
                 await self.transport.open()
+                self.echo = await EchoPath.for_session(self.cfg, self.plan.sample_rate, self.sink)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -324,6 +326,7 @@ class Session:
             frame = uplink.next_frame(listener.observe(deadline))
             if frame is None:
                 return Outcome("ok")
+            frame = frame if self.echo is None else self.echo.on_frame(frame, listener, deadline)
             if frame.before:  # manual activity markers lead the audio they mark
                 await self._emit(frame.before)
             t_sent = await self._send_audio(frame)

@@ -27,8 +27,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
-    # runtime clocks, peer-clock fits, wire; input conditions (level, noise, line)
-    ("rig.clock", "rig.clockfit", "rig.protocol", "rig.conditions"),
+    # runtime clocks, peer-clock fits, wire; input conditions (level, noise, line); the echo
+    # condition and canceller
+    ("rig.clock", "rig.clockfit", "rig.protocol", "rig.conditions", "rig.echo"),
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.scoring"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
@@ -56,6 +57,8 @@ LAZY_OK = {
     "parselmouth",  # extra: conditions
     "scipy",  # extra: conditions
     "colorednoise",  # extra: conditions
+    "pyroomacoustics",  # extra: room
+    "speexdsp",  # extra: aec
     "termios",  # POSIX terminals only (the live view's key handling)
     "tty",
     "rig.transports.webrtc",  # imports aiortc

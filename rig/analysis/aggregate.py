@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.analysis.rollout import read_json
+from rig.analysis.selfecho import run_rate
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.analysis.sweep import turn_taking
 from rig.analysis.verdicts import count_na, verdict_of
@@ -206,6 +207,8 @@ def _group_report(
         "pass": {**rate(sum(verdicts), len(verdicts), level), "n_a": na},
         "interruption_success": {**rate(sum(yielded), len(yielded), level), "n_a": yield_na},
         "backchannel_rate": rate(sum(bc), len(bc), level),
+        # responses that yielded to their own echo (the echo condition; rig.analysis.selfecho)
+        "self_interruption": rate(*run_rate([r.metrics for r in used]), level),
         "components": components,
         # did the rig's own timing hold (recorded per rollout by runs that check it)
         "timing_valid": {

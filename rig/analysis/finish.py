@@ -29,6 +29,7 @@ from rig.analysis.asr import write_words
 from rig.analysis.endpoint import apply_endpointing
 from rig.analysis.latency import apply_decomposition
 from rig.analysis.rollout import read_jsonl, read_track
+from rig.analysis.selfecho import analyze_self_echo, own_echo, signals_from_events
 from rig.analysis.timing import TimingParams, analyze, structure_from_events
 from rig.analysis.voice import measure_replies
 from rig.analysis.webrtc import add_shares
@@ -74,6 +75,9 @@ def analyze_rollout(
         system, sys_rate = read_track(root / "system.wav")
         if sys_rate != rate and system.size:
             system = soxr.resample(system, sys_rate, rate).astype(np.float32)
+    echo = own_echo(root, user.size)  # the echo condition's part of user.wav, or None
+    if echo is not None:  # the user's side is what the user said (rig.analysis.selfecho)
+        user = user - echo
     # both tracks on one timeline: pad the shorter with silence
     n = max(user.size, system.size)
     user = np.pad(user, (0, n - user.size))
@@ -108,6 +112,18 @@ def analyze_rollout(
         whisper_voiced_max=params.whisper_voiced_max,
         words=read_jsonl(root / "words.jsonl") if (root / "words.jsonl").exists() else (),
     )
+    if echo is not None:
+        system_segs = [(float(s), float(e)) for s, e in out["activity"]["system"]]
+        out["self_echo"] = analyze_self_echo(
+            user[: echo.size] + echo,
+            echo,
+            rate,
+            system_segs,
+            signals_from_events(events, t0_ns),
+            activity=params.activity,
+        )
+        summary = next((e for e in events if e.get("kind") == "echo.summary"), None)
+        out["self_echo"]["condition"] = summary  # the echo path's own account (rig.echo.path)
     truncations = [e for e in events if e.get("kind") == "playback.truncate"]
     # a truncated playback track stops at the barge-in by construction (docs/metrics.md)
     out["playback_truncated"] = len(truncations)

@@ -65,6 +65,8 @@ def gate_values(report: dict[str, Any]) -> dict[str, float | None]:
         "pass_rate": _num((g.get("pass") or {}).get("rate")),
         "n_na": float((g.get("pass") or {}).get("n_a") or 0),
         "timing_valid_rate": _num((g.get("timing_valid") or {}).get("rate")),
+        # only runs with an echo condition have it (rig.analysis.selfecho)
+        "self_interruption_rate": _num((g.get("self_interruption") or {}).get("rate")),
     }
     voice = report.get("voice") or {}
     out["whisper_rate"] = _num((voice.get("whisper") or {}).get("rate"))

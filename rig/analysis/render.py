@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rig.analysis.aggregate import COMPONENTS, ENDPOINT_PARTS
+from rig.analysis.selfecho import rate_line
 from rig.analysis.sweep import render_settings
 from rig.analysis.voicerender import render_voice
 
@@ -177,6 +178,9 @@ def print_closing(
     voice = render_voice(report)
     if voice is not None:
         show(voice)
+    echo_line = rate_line((report.get("overall") or {}).get("self_interruption"))
+    if echo_line is not None:  # runs with an echo condition (rig.analysis.selfecho)
+        console.print(echo_line, markup=False)
     side_by_side = render_settings(report)
     if side_by_side is not None:
         show(side_by_side)

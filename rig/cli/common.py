@@ -184,6 +184,7 @@ def check_run_options(args: argparse.Namespace) -> None:
 def session_config(
     args: argparse.Namespace, overrides: dict[str, Any] | None = None
 ) -> SessionConfig:
+    from rig.cli.echoopts import check_echo, echo_session
     from rig.session import SessionConfig
 
     base = dict(
@@ -193,8 +194,11 @@ def session_config(
         probe_interval_s=args.probe_interval_s,
         path_interval_s=getattr(args, "path_interval_s", 1.0),
     )
+    echo_session(args, base)
     base.update(overrides or {})
-    return SessionConfig(**base)
+    cfg = SessionConfig(**base)
+    check_echo(cfg.echo, cfg.frame_ms)
+    return cfg
 
 
 def ws_factory(

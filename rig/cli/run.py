@@ -16,6 +16,7 @@ from rig.cli.common import (
     require_extras,
     uplink_rate,
 )
+from rig.cli.echoopts import add_echo_options
 from rig.cli.engine import add_engine_options, check_engine_options, run_engine
 from rig.cli.execute import run_specs_async
 from rig.cli.inputs import check_ws_target
@@ -89,6 +90,7 @@ def add_parser(sub: Any) -> None:
         "$OTEL_EXPORTER_OTLP_ENDPOINT (the otel extra; as rig report --otel)",
     )
     add_run_options(p)
+    add_echo_options(p)
     g = p.add_argument_group("scale-out (docs/scale-out.md)")
     g.add_argument(
         "--shard",

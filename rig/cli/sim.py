@@ -78,6 +78,12 @@ def add_sim_knobs(p: argparse.ArgumentParser, with_seed: bool = True) -> None:
     g.add_argument("--omit-silence", action="store_true", help="do not send silent reply chunks")
     g.add_argument("--no-barge-in", action="store_true", help="keep talking when interrupted")
     g.add_argument(
+        "--self-echo-sensitive",
+        action="store_true",
+        help="hear its own reply when the rig feeds it back (rig run --echo) and yield to it "
+        "(default: it cancels its own echo first)",
+    )
+    g.add_argument(
         "--policy",
         choices=["reply", "never", "always", "backchannel"],
         default="reply",
@@ -143,6 +149,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         reply_voice=args.reply_voice,
         reply_follow_level=args.reply_follow_level,
         whisper_below_dbfs=args.whisper_below_dbfs,
+        self_echo_sensitive=bool(getattr(args, "self_echo_sensitive", False)),
     )
     d = args.net_delay_ms
     net = NetConfig(

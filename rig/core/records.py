@@ -115,7 +115,19 @@ class ReceivedAudio:
     pcm: Pcm16
 
 
-Record = ChunkRecord | EventRecord | UserAudio | SystemAudio | SystemPad | ReceivedAudio
+@dataclass(frozen=True, slots=True)
+class TrackAudio:
+    """A derived track the rig made, appended to `<name>.wav` on the session timeline from
+    sample 0 (e.g. `echo`: the echo the echo condition added to user.wav, rig.echo.path)."""
+
+    name: str
+    sample_rate: int
+    pcm: Pcm16
+
+
+Record = (
+    ChunkRecord | EventRecord | UserAudio | SystemAudio | SystemPad | ReceivedAudio | TrackAudio
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,11 @@ class SessionConfig:
     #: sound card 3 s, WebRTC 5 s) and must get to finish it (the device path marks a wedged
     #: PortAudio when its stop does not return); this only catches one that does not
     close_timeout_s: float = 10.0
+    #: the echo condition (rig.echo.spec canonical text: `erl_db=20,delay_ms=40`), or None
+    echo: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        if out["echo"] is None:  # absent when off: run directories from before compare equal
+            del out["echo"]
+        return out

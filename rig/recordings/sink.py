@@ -32,6 +32,7 @@ from rig.core.records import (
     Record,
     SystemAudio,
     SystemPad,
+    TrackAudio,
     UserAudio,
 )
 from rig.recordings.writer import RolloutRecorder
@@ -56,6 +57,9 @@ class RolloutSink:
         self.recorder = recorder
         self._publish = publish
         self._live = LiveResponses()
+        #: sees every played piece of system audio as it goes to system.wav, and its final
+        #: padding (the echo condition hears the playback track through it: rig.echo.path)
+        self.played: Callable[[Record], None] | None = None
 
     def put(self, record: Record | ControlRequest) -> None:
         """Write one record (and publish it); control requests are the caller's to send."""
@@ -80,10 +84,16 @@ class RolloutSink:
             rec.user_audio(record.pcm, record.clean)
         elif isinstance(record, SystemAudio):
             rec.system_audio(record.sample_rate, record.start_sample, record.pcm)
+            if self.played is not None:
+                self.played(record)
         elif isinstance(record, SystemPad):
             rec.system_pad(record.sample_rate, record.total_samples)
+            if self.played is not None:
+                self.played(record)
         elif isinstance(record, ReceivedAudio):
             rec.received_audio(record.sample_rate, record.pcm)
+        elif isinstance(record, TrackAudio):
+            rec.track_audio(record.name, record.sample_rate, record.pcm)
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         for record in records:

@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -150,6 +150,8 @@ class _RolloutFiles:
     flushes: int = 0
     received: WavAppender | None = None
     clean: WavAppender | None = None  # user_clean.wav: the user track before frame hooks
+    #: derived tracks by name (`<name>.wav`: TrackAudio records, e.g. echo.wav)
+    tracks: dict[str, WavAppender] = field(default_factory=dict)
 
 
 #: errnos that mean the whole file system is out of room: the runner stops starting rollouts
@@ -330,6 +332,11 @@ class RecordingWriter:
             if files.received is None:
                 files.received = WavAppender(os.path.join(files.dir, "received.wav"), item[2])
             files.received.append(item[3])
+        elif op == "track":
+            name, rate, pcm = item[2], item[3], item[4]
+            if name not in files.tracks:
+                files.tracks[name] = WavAppender(os.path.join(files.dir, f"{name}.wav"), rate)
+            files.tracks[name].append(pcm)
         elif op == "system_pad":
             self._system(files, item[2]).pad_to(item[3])
         elif op == "metrics":
@@ -374,7 +381,7 @@ class RecordingWriter:
                 except OSError as exc:
                     exc.filename = exc.filename or getattr(f, "name", None)
                     raise
-        for wav in (files.user, files.system, files.received, files.clean):
+        for wav in (files.user, files.system, files.received, files.clean, *files.tracks.values()):
             if wav is None:
                 continue
             try:
@@ -399,6 +406,8 @@ class RecordingWriter:
             files.received.close()
         if files.clean is not None:
             files.clean.close()
+        for wav in files.tracks.values():
+            wav.close()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -421,7 +430,7 @@ def _close_quietly(files: _RolloutFiles) -> None:
     for f in (files.chunks, files.events):
         with contextlib.suppress(Exception):
             f.close()
-    for wav in (files.user, files.system, files.received, files.clean):
+    for wav in (files.user, files.system, files.received, files.clean, *files.tracks.values()):
         if wav is not None:
             with contextlib.suppress(Exception):
                 wav.abandon()
@@ -449,6 +458,9 @@ class RolloutRecorder:
 
     def received_audio(self, sample_rate: int, pcm: Pcm16) -> None:
         self.writer.put(("received", self.dir, sample_rate, pcm.copy()))
+
+    def track_audio(self, name: str, sample_rate: int, pcm: Pcm16) -> None:
+        self.writer.put(("track", self.dir, name, sample_rate, pcm.copy()))
 
     def system_pad(self, sample_rate: int, n_samples: int) -> None:
         self.writer.put(("system_pad", self.dir, sample_rate, n_samples))

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rig import safejson
+from rig.analysis.selfecho import rollouts_line
 from rig.ids import count_retries, rollout_of_attempt
 from rig.reporting.layout import print_table as laid_out
 
@@ -133,5 +134,8 @@ def print_summary(
     console = console or Console()
     rollouts = load_rollouts(run_dir)
     print_table(console, summary_table(rollouts), wide=wide, legend=LEGEND)
+    echo_line = rollouts_line(rollouts)  # runs with an echo condition
+    if echo_line is not None:
+        console.print(echo_line, markup=False)
     console.print(f"run directory: {run_dir}")
     return rollouts

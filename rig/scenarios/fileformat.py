@@ -39,6 +39,7 @@ from rig.conditions.spec import parse as parse_condition
 from rig.core.director import Drain, Pause, Play, Step, WaitOnset, WaitQuiet
 from rig.core.plan import UserPlan, speech_bounds
 from rig.dialects.history import check_history
+from rig.echo.spec import scenario_echo
 from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.ids import ID
 from rig.scenarios.benchitem import (
@@ -86,6 +87,7 @@ ITEM_KEYS = {
     "pad_after_s",
     *ITEM_FIELDS,
     "condition",
+    "echo",  # the echo condition (rig.echo.spec.scenario_echo)
 }
 STEP_KEYS: dict[str, set[str]] = {
     "turn": {"file", "files", "gap_s", "pad_before_s", "pad_after_s", "label", "barge_in"}
@@ -234,6 +236,7 @@ def _item(
         "prefill_speed": c.number(t, "prefill_speed", where, 4.0, pos=True, hi=1000.0),
         "history": _history(c, t, where),
         "condition": _condition(c, t, where, base_dir),
+        "echo": _echo(c, t, where, base_dir),
     }
     spec |= item_fields(c.source, t, where, base_dir, spec["prefill"])
     if spec["prefill_speed"] < 1:
@@ -254,6 +257,15 @@ def _item(
         )
     spec["steps"] = steps
     return spec
+
+
+def _echo(c: _Check, t: dict[str, Any], where: str, base_dir: str) -> str | None:
+    if "echo" not in t:
+        return None
+    try:
+        return scenario_echo(t["echo"], base_dir)
+    except ConfigError as exc:
+        raise c.fail(f"{where}.echo", str(exc)) from None
 
 
 def _step(c: _Check, raw: Any, where: str, local: dict[str, Any], base_dir: str) -> dict[str, Any]:
@@ -428,6 +440,8 @@ def _build(
     session: dict[str, Any] = {"max_s": spec["max_s"]}
     if spec["history"]:
         meta["history"] = spec["history"]
+    if spec["echo"]:
+        meta["echo"] = session["echo"] = spec["echo"]
     if spec["prefill"]:
         meta["prefill_speed"] = spec["prefill_speed"]
         session["prefill_speed"] = spec["prefill_speed"]

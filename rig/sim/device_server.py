@@ -199,6 +199,7 @@ class DeviceSimServer:
             for e in emits:
                 t_write = self.now()
                 index = self.link.play(e.pcm)
+                engine.said(t_write, e.pcm)
                 self._later(
                     "reply_chunk",
                     t_write,

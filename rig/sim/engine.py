@@ -14,6 +14,9 @@ How this works: the server shell feeds every input chunk with the true time it r
   `yield_after_ms` the reply instead stops exactly that long after the barge-in is detected
   (the chunk straddling the cut is shortened so its audio ends at the cut, in real-time
   reply time), and `reply_cancel` is logged at the cut with `barge_in_ns` and `audio_end_ns`.
+- Its own echo: by default the input passes an echo canceller that knows what the system
+  said (rig.sim.selfecho), so the rig's echo condition does not make it interrupt itself;
+  `self_echo_sensitive` turns that off and its VAD yields to its own echo.
 - Silent-frame omission: with `omit_silence`, silent reply chunks are not sent (their time
   still passes), as systems that suppress silence do.
 
@@ -38,6 +41,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_MS, NS_PER_S
+from rig.sim.selfecho import OwnEchoCanceller
 
 BLOCK_MS = 10
 POLICIES: tuple[str, ...] = ("reply", "never", "always", "backchannel")
@@ -85,6 +89,9 @@ class SimConfig:
     #: turn open; clean input (digital silence between words, quiet closures, tones) keeps
     #: the fixed gate
     noise_floor_margin_db: float | None = 18.0
+    #: its VAD hears its own reply when the rig feeds it back (rig run --echo) and yields to
+    #: it; the default cancels its own echo first (rig.sim.selfecho)
+    self_echo_sensitive: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -184,12 +191,15 @@ class SimEngine:
         self._turn_n = 0
         self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
         self._recent: deque[tuple[float, float]] = deque(maxlen=100 // BLOCK_MS)  # (ms, peak)
+        self.own_echo = None if cfg.self_echo_sensitive else OwnEchoCanceller(cfg.sample_rate)
 
     # --- input ------------------------------------------------------------------------
 
     def on_audio(self, pcm: Pcm16, t_ns: int) -> list[Truth]:
         """An input chunk reached the model at `t_ns`. Returns truth records it caused."""
         out: list[Truth] = []
+        if self.own_echo is not None:  # what it hears of the user, less its own reply
+            pcm = self.own_echo.clean(pcm, t_ns)
         data = np.concatenate([self._carry, pcm]) if self._carry.size else pcm
         base = self.received_samples - self._carry.size  # input index of data[0]
         chunk_start = self.received_samples  # index of pcm[0]
@@ -322,6 +332,13 @@ class SimEngine:
         self._queue = kept
         data = {"response": resp, "chunks_dropped": dropped, "barge_in_ns": barge_ns}
         return Truth("reply_cancel", cut_ns, {**data, "audio_end_ns": cut_ns})
+
+    def said(self, t_ns: int, pcm: Pcm16) -> None:
+        """A reply chunk left the system at `t_ns` (sent, written to the device): the
+        reference of its own echo canceller (the shell calls this at the real send time,
+        so a late send's gap is in the reference as it is in the echo)."""
+        if self.own_echo is not None:
+            self.own_echo.played(t_ns, pcm)
 
     # --- output -----------------------------------------------------------------------
 

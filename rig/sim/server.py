@@ -456,6 +456,7 @@ class _Session:
                         "server_ts_ms": self.sms(e.t_ns),
                         "response": e.response,
                         "loud": bool(np.any(e.pcm)),
+                        "_pcm": e.pcm,  # for the engine's own echo canceller, not logged
                     },
                 )
             for truth in truths:
@@ -480,6 +481,9 @@ class _Session:
                 return
             if truth is not None:
                 event = truth.pop("event")
+                pcm = truth.pop("_pcm", None)
+                if pcm is not None:
+                    self.engine.said(self.now(), pcm)
                 self.s.truth.write(event, self.now(), conn=self.conn, **truth)
 
 

@@ -311,6 +311,7 @@ class _RtcSession:
                 self._log(truth)
             for e in emits:
                 release = self.down_line.release_ns(e.t_ns)
+                self.engine.said(release, e.pcm)
                 sample = round((release - self.t_start_ns) * OPUS_RATE / NS_PER_S)
                 self.pending.append((sample, e.pcm, e.response, e.seq))
             frame, onset = self._frame(k)
