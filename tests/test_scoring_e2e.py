@@ -72,7 +72,7 @@ def _scenario(tmp: Path, with_marks: bool) -> Path:
     _tone(tmp / "b.wav", 1.0, 350.0)
     fields: dict[str, str] = {"pause_extra": "", "turn_extra": "", "pause_marks": "",
                               "turn_marks": ""}  # fmt: skip
-    if with_marks:  # the refs branch's format (issue 28): times relative to the step's audio
+    if with_marks:  # docs/scenarios.md benchmark fields: times relative to the step's audio
         end = 2.0 + GAP_S
         fields["pause_extra"] = '\ntags = { type = "pause" }'
         fields["turn_extra"] = '\ntags = { type = "turn_taking", intent = "ans" }'
