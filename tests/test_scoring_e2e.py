@@ -6,10 +6,10 @@ energy gate both take them): `pause` (1.0 s, a 1.5 s silence, 1.0 s, one turn) a
 (1.0 s). Reference marks per the contract (docs/benchmarks.md) come from the known script:
 the `turn.start`/`turn.end` events the session writes (their `sample` on the session
 timeline) plus the file lengths: pause = [start + 1.0 s, start + 2.5 s), turn_end and eot at
-each turn's end, the pause also an EOT `negative` span. Until the scenario parser takes
-`marks` (refs branch), they are appended to metrics.json and events.jsonl after the run, as
-`rig run` will write them; `test_scenario_marks` runs the same check from a scenario file
-with marks, and skips while the installed parser rejects the field.
+each turn's end, the pause also an EOT `negative` span. `test_scenario_marks` puts them
+in the scenario file (`marks`, `tags`: docs/scenarios.md) and checks what `rig run` writes
+for them; the other tests append them to metrics.json and events.jsonl after a run of an
+unmarked scenario, in the contract's form, so the scorers are checked on both.
 
 Truth (rig/sim/engine.py): `always` ends a turn after 100 ms of silence and talks at once;
 `never` never talks; `reply` with --endpoint-silence-ms 500 --latency-ms 200 starts 700 ms
@@ -28,8 +28,6 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from rig.errors import ScenarioError
-from rig.scenarios import resolve
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -74,7 +72,7 @@ def _scenario(tmp: Path, with_marks: bool) -> Path:
     _tone(tmp / "b.wav", 1.0, 350.0)
     fields: dict[str, str] = {"pause_extra": "", "turn_extra": "", "pause_marks": "",
                               "turn_marks": ""}  # fmt: skip
-    if with_marks:  # the refs branch's format (issue 28): times relative to the step's audio
+    if with_marks:  # docs/scenarios.md benchmark fields: times relative to the step's audio
         end = 2.0 + GAP_S
         fields["pause_extra"] = '\ntags = { type = "pause" }'
         fields["turn_extra"] = '\ntags = { type = "turn_taking", intent = "ans" }'
@@ -196,13 +194,26 @@ def test_sim_policies_scored_with_marks_from_the_script(tmp_path: Path) -> None:
 
 
 def test_scenario_marks(tmp_path: Path) -> None:
-    """The same, with the marks in the scenario file (runs once the refs branch is in)."""
+    """The same, with the marks and tags in the scenario file: what `rig run` writes for
+    them (events.jsonl `mark` lines and metrics.json `marks`) is what the scorers read, on
+    the sample the script put them on."""
     path = _scenario(tmp_path, with_marks=True)
-    try:
-        resolve(str(path), RATE)
-    except ScenarioError as exc:
-        if "marks" in str(exc) or "tags" in str(exc):
-            pytest.skip(f"this rig's scenario parser does not take marks yet: {exc}")
-        raise
     runs = _run_all(tmp_path, path)
+    for rollout in sorted((runs["reply"] / "rollouts").iterdir()):
+        events = [json.loads(x) for x in (rollout / "events.jsonl").read_text().splitlines()]
+        m = json.loads((rollout / "metrics.json").read_text())
+        start = next(e["sample"] for e in events if e["kind"] == "turn.start")
+        lines = [e for e in events if e["kind"] == "mark"]
+        want = {"pause": ["pause", "negative", "eot", "turn_end"], "turn": ["eot", "turn_end"]}
+        assert sorted(e["mark"] for e in lines) == sorted(want[m["item"]])
+        assert m["tags"]["type"] == ("pause" if m["item"] == "pause" else "turn_taking")
+        for e, mm in zip(lines, m["marks"], strict=True):
+            offset_s = {"pause": 1.0, "negative": 1.0}.get(e["mark"])
+            if offset_s is None:  # the turn's end: both files and the gap
+                offset_s = 2.0 + GAP_S if m["item"] == "pause" else 1.0
+            # turn.start is the turn's first audible sample: one past the tone's zero
+            assert e["step"] == 0 and abs(e["sample"] - (start + round(offset_s * RATE))) <= 1
+            assert mm["mark"] == e["mark"] and mm["label"] == e["label"]
+            assert mm["t_s"] == pytest.approx((e["t_ns"] - m["t0_ns"]) / 1e9, abs=1e-6)
+            assert abs(mm["t_s"] - e["sample"] / RATE) < 0.02  # sent on time, to the pacer
     _check({name: _score(run) for name, run in runs.items()})

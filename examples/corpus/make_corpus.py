@@ -132,7 +132,6 @@ def points(name: str, placed: list[tuple[str, int, np.ndarray, list[tuple[int, i
             "end_s": s(end),
             "marks": [
                 {"kind": "eot", "t_s": s(end - start)},
-                {"kind": "region", "start_s": s(sp2[0][0] + lead), "end_s": s(end - start)},
             ],
             "tags": {"conversation": name, "speaker": "A", "type": "turn_end", "intent": "ans"},
             "options": {"silence_duration_ms": 500},

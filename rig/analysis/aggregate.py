@@ -36,6 +36,7 @@ from rig.analysis.rollout import read_json
 from rig.analysis.selfecho import run_rate
 from rig.analysis.stats import median, rate, summarize, tail_percentiles
 from rig.analysis.sweep import turn_taking
+from rig.analysis.tagkeys import cluster_of, tags_of
 from rig.analysis.verdicts import count_na, verdict_of
 from rig.analysis.voicereport import voice_summary
 from rig.errors import ConfigError
@@ -222,11 +223,8 @@ def _group_report(
 def _cluster(r: RolloutMetrics, tag: str | None) -> str:
     """What the bootstrap resamples: the item, or the value of a tag (`--cluster TAG`;
     a rollout without that tag is a cluster of its own)."""
-    if tag is None:
-        return _label(r.metrics, "item")
-    tags = r.metrics.get("tags")
-    v = tags.get(tag) if isinstance(tags, dict) else None
-    return str(v) if v is not None else f"(none)#{r.rollout_id}"
+    item = _label(r.metrics, "item")
+    return cluster_of(tags_of(r.metrics), tag, item=item, rollout=r.rollout_id)
 
 
 def _event_rates(used: list[RolloutMetrics]) -> tuple[list[bool], list[bool], int]:

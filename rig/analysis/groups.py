@@ -21,21 +21,11 @@ import numpy as np
 from rig.analysis.aggregate import RolloutMetrics, RunData, aggregate
 from rig.analysis.render import render_table
 from rig.analysis.stats import Stat, bootstrap_ci
+from rig.analysis.tagkeys import NONE, tag_value, tags_of
 from rig.errors import ConfigError
 from rig.ids import ID
 
 T = TypeVar("T")
-NONE = "(none)"
-
-
-def tags_of(metrics: dict[str, Any]) -> dict[str, str]:
-    t = metrics.get("tags")
-    return {str(k): str(v) for k, v in t.items()} if isinstance(t, dict) else {}
-
-
-def tag_value(metrics: dict[str, Any], tag: str) -> str:
-    """The value of `tag` in a rollout's metrics, `(none)` where it has none."""
-    return tags_of(metrics).get(tag, NONE)
 
 
 def _metrics(row: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from rig.errors import ScenarioError
 from rig.ids import ID
+from rig.scenarios.marks import check_keys
 from rig.scenarios.slices import check_slice
 
 MAX_TAGS = 64
@@ -93,10 +94,7 @@ def check_reference(source: str, raw: Any, where: str, base_dir: str) -> dict[st
         raw = {"text": raw}
     if not isinstance(raw, dict):
         raise ScenarioError(source, "must be a table {text, duration_s, words, file, ...}", w)
-    unknown = sorted(set(raw) - REFERENCE_KEYS)
-    if unknown:
-        allowed = ", ".join(sorted(REFERENCE_KEYS))
-        raise ScenarioError(source, f"unknown key; allowed here: {allowed}", f"{w}.{unknown[0]}")
+    check_keys(source, raw, REFERENCE_KEYS, w)
     text = raw.get("text")
     if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
         raise ScenarioError(

@@ -60,13 +60,18 @@ def check_marks(
     return out
 
 
+def check_keys(source: str, table: dict[str, Any], keys: frozenset[str] | set[str], w: str) -> None:
+    """The one-line error for a key a benchmark field's table does not take."""
+    unknown = sorted(set(table) - keys)
+    if unknown:
+        allowed = ", ".join(sorted(keys))
+        raise ScenarioError(source, f"unknown key; allowed here: {allowed}", f"{w}.{unknown[0]}")
+
+
 def _one(source: str, m: Any, w: str, duration_s: float | None) -> dict[str, Any]:
     if not isinstance(m, dict):
         raise ScenarioError(source, "must be a table {kind, t_s} or {kind, start_s, end_s}", w)
-    unknown = sorted(set(m) - MARK_KEYS)
-    if unknown:
-        allowed = ", ".join(sorted(MARK_KEYS))
-        raise ScenarioError(source, f"unknown key; allowed here: {allowed}", f"{w}.{unknown[0]}")
+    check_keys(source, m, MARK_KEYS, w)
     kind = m.get("kind")
     if not isinstance(kind, str) or kind not in MARK_KINDS:
         raise ScenarioError(source, f"{kind!r}: one of {', '.join(MARK_KINDS)}", f"{w}.kind")

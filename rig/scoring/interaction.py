@@ -1,12 +1,15 @@
 """`interaction`: the pass windows of InteractionBench's timing items (Table 2, Appendix B).
 
-An item's type is its `type` tag (`type_tag`), else its scenario `kind`. Onsets are system
-speech onsets (VAD segment starts; with ASR words, a word-bearing segment's first word).
+An item's type is its `type` tag (`type_tag`) where that names a type here, else its
+scenario `kind` (a corpus's `type = turn_end` item of kind `turn_taking` is `turn_taking`).
+Onsets are system speech onsets (VAD segment starts; with ASR words, a word-bearing
+segment's first word).
 
-* `turn_taking`: the reference is the last user word: the item's last `turn_end` mark,
-  else the end of the user's last speech (VAD). Passes when the first onset after the
-  user's turn began lies in [ref - early_ms, ref + window_s]; an earlier onset is a false
-  start and fails even when a later one lands in the window.
+* `turn_taking`: the reference is the last user word: the item's last turn end
+  (`turn_end`, or `eot` where there is none), else the end of the user's last speech
+  (VAD). Passes when the first onset after the user's turn began lies in
+  [ref - early_ms, ref + window_s]; an earlier onset is a false start and fails even
+  when a later one lands in the window.
 * `pause`: the `pause` mark (else the first VAD gap inside the user's turn). Passes when no
   system vocalisation (any segment, backchannels and wordless sound included) overlaps the
   pause and the system speaks after it (`pause_backchannels_ok`: segments of at most four
@@ -54,10 +57,12 @@ class Params:
 
 
 def item_type(r: Rollout, p: Params) -> str | None:
-    t = r.tags.get(p.type_tag) or r.kind
-    t = None if t is None else t.strip().lower().replace("-", "_")
-    if t == "turntaking":
-        t = "turn_taking"
+    t = None
+    for raw in (r.tags.get(p.type_tag), r.kind):  # the tag, else the item's kind
+        t = None if raw is None else raw.strip().lower().replace("-", "_")
+        t = "turn_taking" if t == "turntaking" else t
+        if t in TYPES:
+            break
     if r.marks_of("anchor") and t not in TYPES:
         t = "anchor"
     return t if t in TYPES else None
@@ -79,7 +84,7 @@ def _onset(r: Rollout, i: Interval) -> float:
 
 
 def _turn_taking(r: Rollout, p: Params) -> dict[str, Any]:
-    ends = r.marks_of("turn_end")
+    ends = r.turn_ends()
     turns = _turns(r)
     ref = ends[-1].t_s if ends else None
     start = None

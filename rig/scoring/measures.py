@@ -10,8 +10,8 @@ this shape back from scores.json without knowing the scorer, so keep to it.
 A *unit* is one scored thing (a mark's outcome, an item's verdict) as a dict carrying
 `rollout`, `item`, `tags` and `cluster`; `grouped(units, by)` gives the `all` group and,
 per `--by` tag (several nest), one group per value (`(none)` where the tag is missing).
-This is a small helper of this package; rig.analysis.groups (the refs branch) is the shared
-one, and the two should become one at the merge.
+Grouping and clusters are rig.analysis.groups' (the same rules as the aggregate tables of
+`rig report --by/--cluster`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rig.analysis.groups import group_by
 from rig.analysis.stats import bootstrap_ci, percentile, wilson
+from rig.analysis.tagkeys import cluster_of
 
-NONE = "(none)"
 Unit = dict[str, Any]
 
 
@@ -41,13 +42,6 @@ class CI:
     @property
     def over(self) -> str:
         return f"tag {self.cluster}" if self.cluster else "items"
-
-
-def cluster_of(item: str, tags: dict[str, str], cluster: str | None) -> str:
-    """A unit's bootstrap cluster: the value of the `--cluster` tag, else its item."""
-    if cluster and cluster in tags:
-        return f"{cluster}={tags[cluster]}"
-    return f"item={item}"
 
 
 def rate_metric(flags: Sequence[bool], clusters: Sequence[str], ci: CI) -> dict[str, Any]:
@@ -143,21 +137,14 @@ def percentile_metric(
     }
 
 
-def group_key(tags: dict[str, str], by: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    return tuple((t, tags.get(t, NONE)) for t in by)
-
-
 def grouped(units: Sequence[Unit], by: Sequence[str]) -> list[tuple[dict[str, str], list[Unit]]]:
     """[(group tags, units)]: every unit as `all` ({}), then one group per tag value."""
     out: list[tuple[dict[str, str], list[Unit]]] = [({}, list(units))]
-    if not by:
-        return out
-    groups: dict[tuple[tuple[str, str], ...], list[Unit]] = {}
-    for u in units:
-        groups.setdefault(group_key(u["tags"], by), []).append(u)
-    for key in sorted(groups):
-        out.append((dict(key), groups[key]))
-    return out
+    return out + (group_by(units, by, _unit_tags) if by else [])
+
+
+def _unit_tags(u: Unit) -> dict[str, Any]:
+    return {"tags": u["tags"]}
 
 
 def group_label(group: dict[str, str]) -> str:
@@ -170,7 +157,7 @@ def unit(r: Any, ci: CI, **fields: Any) -> Unit:
         "rollout": r.rollout_id,
         "item": r.item,
         "tags": dict(r.tags),
-        "cluster": cluster_of(r.item, r.tags, ci.cluster),
+        "cluster": cluster_of(r.tags, ci.cluster, item=r.item, rollout=r.rollout_id),
         **fields,
     }
 

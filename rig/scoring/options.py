@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 
 def add_report_options(p: Any) -> None:
-    """--score, --score-opt, --compare; --by and --cluster unless already there (the refs
-    branch adds the same two for the aggregate tables: both read `args.by`/`args.cluster`)."""
+    """--score, --score-opt, --compare. The scorers group and cluster by the report's own
+    --by and --cluster (rig/cli/report.py), like the aggregate tables."""
     g = p.add_argument_group("scorers (docs/benchmarks.md, Scorers)")
     g.add_argument(
         "--score",
@@ -31,13 +30,3 @@ def add_report_options(p: Any) -> None:
         help="Jensen-Shannon distance between this run's onset distribution and RUN_B's over "
         "the items both ran (onset_distribution parameters)",
     )
-    for flags, kw in (
-        (("--by",), {"action": "append", "metavar": "TAG", "help": "group by this item tag "
-                     "(repeatable: groups nest)"}),
-        (("--cluster",), {"metavar": "TAG", "help": "bootstrap over this tag's values "
-                          "(e.g. conversation) instead of items"}),
-    ):  # fmt: skip
-        try:
-            g.add_argument(*flags, **kw)
-        except argparse.ArgumentError:
-            pass  # defined by the aggregate's own grouping (same dest)

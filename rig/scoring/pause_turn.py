@@ -8,11 +8,11 @@ The protocol of "People Making Conversation" (sections 3.5, 4.4, appendices D-E)
   words come at or after b (the speaker resumed first), else `wordless` when only
   wordless phonation (sound with no word) overlaps the pause, else `silent`. The paper's
   "silent" share is `silent` + `wordless` here; its wordless rate is `wordless_any`.
-* at a `turn_end` mark t: latency to the first system word that is still going at t (a
-  word begun before t gives <= 0), the response's duration (first word-bearing interval to
-  the end of the last speech interval after t) and word count, each as a ratio to the
-  item's reference reply when it has one, and whether the rollout was `censored` (cut at
-  the cap while still talking).
+* at a turn end t (a `turn_end` mark, or an `eot` where there is none): latency to the
+  first system word that is still going at t (a word begun before t gives <= 0), the
+  response's duration (first word-bearing interval to the end of the last speech
+  interval after t) and word count, each as a ratio to the item's reference reply when
+  it has one, and whether the rollout was `censored` (cut at the cap while still talking).
 
 Rates are over marks with Wilson intervals; latencies and ratios are medians with IQR over
 marks with words, bootstrap intervals over `--cluster` (items by default). `shift_ms`
@@ -134,7 +134,7 @@ def _turn_unit(r: Rollout, m: RefMark, ci: CI) -> Unit:
 
 def score(run: ScoringRun, p: Params, ci: CI, by: list[str]) -> dict[str, Any]:
     pauses = [u for r in run.rollouts for u in _pause_units(r, ci, p.shift_ms / 1000.0)]
-    turns = [_turn_unit(r, m, ci) for r in run.rollouts for m in r.marks_of("turn_end")]
+    turns = [_turn_unit(r, m, ci) for r in run.rollouts for m in r.turn_ends()]
     edges = [float(x) for x in str(p.bins_s).split(",") if x.strip()]
     groups = []
     for g, units in grouped(pauses + turns, by):

@@ -12,19 +12,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rig.analysis.groups import check_tag_names
 from rig.errors import ConfigError
 from rig.scoring.compare import compare
 from rig.scoring.measures import CI
 from rig.scoring.registry import check_names, parse_opts, read_scores, score_run, write_scores
 from rig.scoring.render import text_tables
 from rig.scoring.rundir import read_run
-
-
-def _tags(value: Any) -> list[str]:
-    if value is None:
-        return []
-    raw = value if isinstance(value, list | tuple) else [value]
-    return [t for v in raw for t in str(v).split(",") if t.strip()]
 
 
 def scores_for_report(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -38,9 +32,9 @@ def scores_for_report(args: argparse.Namespace) -> dict[str, Any] | None:
     if compare_to and "onset_distribution" not in want:
         want.append("onset_distribution")
     params = parse_opts(want, list(getattr(args, "score_opt", None) or []))
-    by = _tags(getattr(args, "by", None))
+    by = check_tag_names(getattr(args, "by", None) or [], "--by")
     cluster = getattr(args, "cluster", None)
-    cluster = _tags(cluster)[0] if _tags(cluster) else None
+    cluster = check_tag_names([cluster], "--cluster")[0] if cluster else None
     invalid = bool(getattr(args, "include_invalid_timing", False))
     level = float(getattr(args, "confidence", 0.95))
     run = read_run(args.run_dir, include_invalid=invalid)

@@ -90,6 +90,13 @@ class Rollout:
     def marks_of(self, *kinds: str) -> list[RefMark]:
         return [m for m in self.marks if m.mark in kinds]
 
+    def turn_ends(self) -> list[RefMark]:
+        """The turn ends: `turn_end` points, and `eot` points (the gold end of turn) where
+        no `turn_end` stands within 1 ms, in time order (a corpus marks either)."""
+        ends = self.marks_of("turn_end")
+        ends += [e for e in self.marks_of("eot") if all(abs(e.t_s - m.t_s) > 1e-3 for m in ends)]
+        return sorted(ends, key=lambda m: m.t_s)
+
     def worded(self) -> list[Interval]:
         """Word-bearing intervals: with words, the segments holding at least one word
         (starting at that word); without, every segment."""

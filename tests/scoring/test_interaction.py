@@ -69,3 +69,15 @@ def test_backchannel_anchor_and_interruption(tmp_path: Path) -> None:
     assert (u["gram"]["pass"], u["gramlate"]["pass"], u["quiet"]["pass"]) == (True, False, False)
     assert u["int"]["pass"] is True and u["int"]["content"] == "not judged"
     assert u["intslow"]["pass"] is False
+
+
+def test_type_from_the_tag_else_the_kind_and_eot_as_the_turn_end(tmp_path: Path) -> None:
+    # a corpus's `type = turn_end` (People Making Conversation's) is no interaction type:
+    # the item's kind decides; its `eot` mark is the last user word
+    rollout(tmp_path, "t", system=[(3.3, 4.0)], marks=[mark("eot", 3.0)], kind="turn_taking",
+            tags={"type": "turn_end"}, timing=TURN)  # fmt: skip
+    rollout(tmp_path, "x", system=[(3.3, 4.0)], kind="free", tags={"type": "turn_end"})
+    doc = score_dir(tmp_path, ["interaction"])["scorers"]["interaction"]
+    u = {x["rollout"]: x for x in doc["units"]}
+    assert u["t"]["mark"] == "turn_taking" and u["t"]["latency_ms"] == 300.0
+    assert "x" not in u and doc["untyped_rollouts"] == 1

@@ -158,3 +158,15 @@ def test_only_the_scored_region_counts(tmp_path: Path) -> None:
     u = {x["mark"]: x for x in entry["units"]}
     assert u["pause"]["outcome"] == "silent"
     assert u["turn_end"]["no_words"] is True
+
+
+def test_an_eot_is_a_turn_end_where_no_turn_end_stands(tmp_path: Path) -> None:
+    # a corpus marks the turn end as `eot` (TurnBench's gold) or `turn_end`, or both at once:
+    # each end is scored once
+    rollout(tmp_path, "eot", system=[(5.3, 6.0)], marks=[mark("eot", 5.0)])
+    rollout(tmp_path, "both", system=[(5.3, 6.0)],
+            marks=[mark("turn_end", 5.0), mark("eot", 5.0)])  # fmt: skip
+    entry = score_dir(tmp_path, ["pause_turn"])["scorers"]["pause_turn"]
+    turns = [u for u in entry["units"] if u["mark"] == "turn_end"]
+    assert sorted(u["rollout"] for u in turns) == ["both", "eot"]
+    assert all(u["latency_ms"] == 300.0 for u in turns)
