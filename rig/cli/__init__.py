@@ -22,11 +22,24 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ROLLOUTS_FAILED = 3
-EXIT_INTERRUPTED = 130
+from rig.status import (  # the exit codes are defined once, with the verdict (rig.status)
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_ROLLOUTS_FAILED,
+    EXIT_USAGE,
+)
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_ROLLOUTS_FAILED",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 #: subcommand name -> module under rig.cli
 COMMANDS: dict[str, str] = {
@@ -45,7 +58,7 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rig import __version__
+    from rig.version import __version__
 
     parser = argparse.ArgumentParser(prog="rig", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"rig {__version__}")
@@ -58,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers run it again (rig.workers)
-    if not getattr(args, "command", None):
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # rig sim's workers run it again
+    if not args.command:
         parser.print_help()
         return EXIT_USAGE
     from rig.errors import RigError

@@ -17,9 +17,6 @@ from rig.core.log import SessionLog
 from rig.core.responses import lateness_summary, match_responses
 from rig.errors import DeadlineError, DeviceError, ProtocolError, RigError, TransportError
 
-#: a rollout ended as it should (the rest: an error, or the hard cap)
-FINAL_OK = frozenset({"ok", "no_audio"})
-
 
 @dataclass(frozen=True, slots=True)
 class Outcome:

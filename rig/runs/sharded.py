@@ -1,155 +1,108 @@
-"""What `rig run` and `rig demo` share about capacity: the verdict on the rig's own timing
-(`--timing-tolerance-ms`, `--loop-lag-max-ms`: rig.core.selfcheck) and worker processes
-(`--workers N`: rig.workers), with the parent side of a sharded run."""
+"""The parent of `rig run --workers N` (and `rig.run_async(..., workers=N)`): how many
+worker processes a run takes, and the run over them (rig.runs.workers: spawning, the start
+barrier, the manifests merged).
+
+Each worker gets the run's config as JSON on its stdin (rig.runs.worker), never a command
+line to parse again, so a run built from Python keywords shards exactly as one built from
+`rig run`'s options.
+"""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
-from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rich.console import Console
+
 from rig.errors import ConfigError
+from rig.recordings.rundir import done_status
+from rig.recordings.writer import write_json_atomic
+from rig.runs import workers
+from rig.runs.config import RunConfig
+from rig.runs.records import Role
+from rig.runs.runner import new_run_id
+from rig.scaleout.fleetview import FleetMonitor
+from rig.telemetry.fleetlink import TOKEN_ENV
+from rig.telemetry.mqtt import parse_mqtt_url
 
 
-def int_or_auto(value: str) -> int | str:
-    """`--concurrency` and `--workers`: N or `auto` (N is range-checked with the other
-    options, check_run_options)."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"an integer or auto, not {value!r}") from None
-
-
-#: `--concurrency N|auto` (auto: the runner's AIMD gate, rig.core.admission)
-concurrency_arg = int_or_auto
-
-
-def resolve_workers(args: argparse.Namespace, n_specs: int) -> int:
+def resolve_workers(config: RunConfig, n_specs: int, role: Role | None = None) -> int:
     """How many processes this run takes (1: this one). `auto` is 1 where workers cannot
     help or cannot go (a worker itself, an engine's shard, one sound card, a device clock),
-    else rig.workers.auto_workers; an explicit N is checked against the same limits."""
-    from rig.workers import auto_workers, usable_cores
-
-    if getattr(args, "worker_index", None) is not None:
+    else rig.runs.workers.auto_workers; an explicit N is checked against the same limits."""
+    if role is not None and role.is_worker:
         return 1  # a worker: its parent did the sharding
-    asked = getattr(args, "workers", 1)
+    asked = config.scale.workers
     reasons = [
         why
         for why, applies in (
-            ("a shard of an engine", bool(getattr(args, "fleet_feed", None) or args.shard)),
-            ("--transport device (one sound card)", args.transport == "device"),
-            ("--device-clock (one probe per run)", bool(getattr(args, "device_clock", None))),
+            ("a shard of an engine", bool(config.live.fleet_feed or config.scale.shard)),
+            ("--transport device (one sound card)", config.target.transport == "device"),
+            ("--device-clock (one probe per run)", bool(config.live.device_clock)),
         )
         if applies
     ]
     if asked == "auto":
         if reasons:
             return 1
-        concurrency = None if args.concurrency == "auto" else int(args.concurrency)
-        return auto_workers(concurrency, n_specs, usable_cores())
+        c = config.scale.concurrency
+        concurrency = None if c == "auto" else int(c)
+        return workers.auto_workers(concurrency, n_specs, workers.usable_cores())
     n = min(int(asked), max(1, n_specs))
     if n > 1 and reasons:
         raise ConfigError(f"--workers {asked} needs one process here: {reasons[0]}")
     return n
 
 
-def runner_concurrency(args: argparse.Namespace) -> int:
-    """What the Runner takes: N, or 0 for auto."""
-    return 0 if args.concurrency == "auto" else int(args.concurrency)
+@dataclass(frozen=True)
+class Sharded:
+    """How a run over worker processes ended: its directory, each worker's exit status and
+    the merged manifest."""
+
+    run_id: str
+    run_dir: str
+    codes: list[int]
+    manifest: dict[str, Any] = field(repr=False)
 
 
-def add_capacity_options(p: argparse.ArgumentParser) -> None:
-    from rig.workers import PER_LOOP_ROLLOUTS, usable_cores
-
-    p.add_argument(
-        "--workers",
-        type=int_or_auto,
-        default="auto",
-        help="worker processes the rollouts are sharded over, each with its own event loop "
-        f"and writer; auto (the default): 1 up to {PER_LOOP_ROLLOUTS} rollouts at once, "
-        f"then one per {PER_LOOP_ROLLOUTS}, at most the {usable_cores()} usable cores of "
-        "this machine (docs/pacing.md)",
-    )
-    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--start-fd", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument(
-        "--timing-tolerance-ms",
-        type=float,
-        default=5.0,
-        help="a rollout's own timing is valid while its uplink lateness p99 and the event "
-        "loop's lag p99 stay within this (default 5; recorded in the manifest)",
-    )
-    p.add_argument(
-        "--loop-lag-max-ms",
-        type=float,
-        default=20.0,
-        help="any single event-loop lag above this makes a rollout's timing not valid "
-        "(default 20: one frame)",
+def worker_config(config: RunConfig, run_id: str, fleet_feed: str) -> RunConfig:
+    """What every worker runs: the run, under its id, headless, its telemetry to the parent
+    (which prints the progress and publishes MQTT for all: the workers do neither)."""
+    return config.replace(
+        output__run_id=run_id,
+        output__argv=config.output.argv or tuple(sys.argv),
+        live__headless=True,
+        live__progress_interval_s=0.0,
+        live__mqtt=None,
+        live__fleet_feed=fleet_feed,
     )
 
 
-def be_worker(args: argparse.Namespace) -> None:
-    """In a worker: die with the parent that started it (rig.childproc)."""
-    if getattr(args, "parent_pid", None):
-        from rig.childproc import die_with_parent
-
-        die_with_parent(args.parent_pid)
-
-
-def tolerance_of(args: argparse.Namespace) -> Any:
-    """The TimingTolerance the options ask for (defaults where a command has none)."""
-    import dataclasses
-
-    from rig.core.selfcheck import TimingTolerance
-
-    out = TimingTolerance()
-    tol = getattr(args, "timing_tolerance_ms", None)
-    if tol is not None:
-        out = dataclasses.replace(out, lateness_p99_ms=tol, loop_lag_p99_ms=tol)
-    lag_max = getattr(args, "loop_lag_max_ms", None)
-    if lag_max is not None:
-        out = dataclasses.replace(out, loop_lag_max_ms=lag_max)
-    return out
-
-
-def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int:
+def run_workers(config: RunConfig, rollout_ids: list[str], n: int) -> Sharded:
     """The parent of `--workers N`: one fleet view (rig.scaleout.fleetview) fed by the
     workers' telemetry, the workers' stderr passed through it, their manifests merged."""
-    import os
-
-    from rig import workers
-    from rig.recordings.rundir import done_status
-    from rig.recordings.writer import write_json_atomic
-    from rig.reporting.summary import print_summary
-    from rig.runner import new_run_id
-    from rig.telemetry.fleetlink import TOKEN_ENV
-
-    run_id = args.run_id or new_run_id()
-    run_dir = os.path.join(args.out, run_id)
+    run_id = config.output.run_id or new_run_id()
+    run_dir = os.path.join(config.output.out, run_id)
     done = {  # what an earlier attempt finished: counted in the progress, not redone
         rid: status
         for rid in rollout_ids
         if (status := done_status(os.path.join(run_dir, "rollouts", rid)))
     }
-    monitor = fleet_monitor(args, run_id, rollout_ids, done)
+    monitor = fleet_monitor(config, run_id, rollout_ids, done)
     address = monitor.start()
-    # the parent prints progress and publishes MQTT for all: the workers do neither
-    argv = workers.without_options(args.argv, {"--mqtt", "--progress-interval-s"})
-    extra = ["--run-id", run_id, "--workers", str(n), "--headless"]
-    extra += ["--progress-interval-s", "0", "--fleet-feed", address]
+    payload = worker_config(config, run_id, address).to_json()
     procs = []
     relays = []
-    codes = []
+    codes: list[int] = []
     barrier = workers.StartBarrier(n)
+    manifest: dict[str, Any] = {}
     try:
         for k in range(n):
-            p = workers.spawn(
-                argv, k, extra, pipe_stderr=True, env={TOKEN_ENV: monitor.token}, barrier=barrier
+            p = workers.spawn_run(
+                payload, k, n, pipe_stderr=True, env={TOKEN_ENV: monitor.token}, barrier=barrier
             )
             procs.append(p)
             relays.append(pass_lines(p, monitor, set(rollout_ids)))
@@ -162,17 +115,7 @@ def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int
         for t in relays:
             t.join(10)
         monitor.stop()
-        manifest = workers.merge(
-            run_dir,
-            n,
-            {
-                "concurrency": args.concurrency,
-                "connect_concurrency": args.connect_concurrency,
-                "workers": args.workers,
-                "mqtt": bool(getattr(args, "mqtt", None)),
-            },
-            [p.pid for p in procs],
-        )
+        manifest = workers.merge(run_dir, n, config.describe_sharded(), [p.pid for p in procs])
         manifest["workers"]["fleet_view"] = {
             "events": monitor.stats.events,
             "refused": monitor.stats.refused,
@@ -180,43 +123,24 @@ def run_sharded(args: argparse.Namespace, rollout_ids: list[str], n: int) -> int
         }
         if os.path.isdir(run_dir):
             write_json_atomic(os.path.join(run_dir, "manifest.json"), manifest)
-    rollouts = print_summary(run_dir)
-    if any(c not in (EXIT_OK, EXIT_ROLLOUTS_FAILED) for c in codes):
-        print(f"rig run: a worker failed (exit {codes}); see above", file=sys.stderr)
-        return max(codes)
-    if manifest.get("stop_reason"):
-        print(f"rig run: stopped early: {manifest['stop_reason']}", file=sys.stderr)
-        return EXIT_ROLLOUTS_FAILED
-    ok = all(m.get("status") == "ok" for m in rollouts) and len(rollouts) >= len(rollout_ids)
-    invalid = timing_invalid_lines(rollouts)
-    for line in invalid:
-        print(line, file=sys.stderr)
-    return EXIT_OK if ok and not invalid else EXIT_ROLLOUTS_FAILED
+    return Sharded(run_id, run_dir, codes, manifest)
 
 
 def fleet_monitor(
-    args: argparse.Namespace, run_id: str, rollout_ids: list[str], done: dict[str, str]
+    config: RunConfig, run_id: str, rollout_ids: list[str], done: dict[str, str]
 ) -> Any:
     """The parent's view of its workers: live view on a terminal, else progress lines; MQTT."""
-    from rich.console import Console
-
-    from rig.scaleout.fleetview import FleetMonitor
-
-    mqtt = None
-    if getattr(args, "mqtt", None):
-        from rig.telemetry.mqtt import parse_mqtt_url
-
-        mqtt = parse_mqtt_url(args.mqtt)
+    live = config.live
     return FleetMonitor(
         run_id,
         rollout_ids,
         done,
-        headless=bool(args.headless) or not Console(stderr=True).is_terminal,
-        progress_interval_s=getattr(args, "progress_interval_s", 10.0),
+        headless=bool(live.headless) or not Console(stderr=True).is_terminal,
+        progress_interval_s=live.progress_interval_s,
         emit=say,
-        detail=getattr(args, "detail", None),
+        detail=live.detail,
         rollout_lines=False,  # the workers' own lines pass through (pass_lines)
-        mqtt=mqtt,
+        mqtt=parse_mqtt_url(live.mqtt) if live.mqtt else None,
     )
 
 

@@ -1,201 +1,76 @@
-"""Pieces shared by `rig run` and `rig demo`: building rollouts and running them.
+"""A run's rollouts: the scenario resolved into specs, each with its transport factory.
 
-Imported when the parser is built, so at module level only the standard library and
-rig.errors / rig.extras: the session, runner and transports are imported where used.
+`prepare(config)` is where every run starts (rig run, rig demo, rig.run, a worker, a shard):
+the config checked, the scenario resolved at the uplink rate, one `RolloutSpec` per
+rollout (items x repeats x sweep settings) and the impairment relay, if any, made (started
+by rig.runs.execute). Nothing is written here.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rig.cli.capacity import (
-    add_capacity_options,
-    concurrency_arg,
-)
-from rig.cli.sweep import sweep_meta, swept_id, swept_runs
+from rig.device.calibration import load_calibration
+from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+from rig.dialects import get_dialect
 from rig.errors import ConfigError
-from rig.extras import BACKENDS, DIALECTS, TRANSPORTS, require
+from rig.redact import redact_url
+from rig.runs.config import RunConfig
+from rig.runs.relays import relay_for
+from rig.runs.runner import RolloutSpec
+from rig.runs.sweep import sweep_meta, swept_id, swept_runs
+from rig.scenarios import ScenarioItem, resolve
+from rig.transports.base import Transport
+from rig.transports.device import device_factory
+from rig.transports.websocket import WebSocketTransport
 
 if TYPE_CHECKING:
     from rig.clock.base import Clock
-    from rig.runner import RolloutSpec
-    from rig.scenarios import ScenarioItem
-    from rig.session import SessionConfig
-    from rig.transports.base import Transport
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="recordings", help="output folder (default: recordings/)")
-    p.add_argument("--run-id", help="run directory name (reuse one to resume)")
-    p.add_argument("--headless", action="store_true", help="plain progress lines, no live view")
-    p.add_argument(
-        "--concurrency",
-        type=concurrency_arg,
-        default=1,
-        help="rollouts at once (in total), or auto: as many as the event loop paces within "
-        "its lag budget (AIMD; docs/pacing.md)",
-    )
-    add_capacity_options(p)
-    p.add_argument("--connect-concurrency", type=int, default=8, help="simultaneous connects")
-    p.add_argument("--repeat", type=int, default=1, help="run every item N times")
-    p.add_argument(
-        "--rt-priority",
-        type=int,
-        default=3,
-        help="SCHED_FIFO priority for the audio loop's thread, if permitted (0: normal "
-        "scheduling; the default 3 sits under JACK's and PulseAudio's audio threads and over "
-        "every normal process); what was obtained is in the manifest",
-    )
-    p.add_argument(
-        "--frame-ms",
-        type=float,
-        default=None,
-        help="uplink frame (20; the dialect's own, e.g. moshi 80)",
-    )
-    p.add_argument(
-        "--drain-quiet-s",
-        type=float,
-        default=1.5,
-        help="after the plan, stop once the system was quiet this long (playback)",
-    )
-    p.add_argument(
-        "--max-s",
-        type=float,
-        default=120.0,
-        help="cap per rollout, s: the script stops max_s after its first frame, and anything "
-        "stuck (connect, a send the peer never reads) is cut max_s + 1 s after the start: "
-        "status timed_out",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--asr-model",
-        metavar="NAME|PATH",
-        help="word-level onsets: transcribe both tracks after each rollout, in the analysis "
-        "worker, with this faster-whisper model (a size name such as tiny.en, or a local "
-        "CTranslate2 model directory); needs the asr extra (docs/metrics.md)",
-    )
-    p.add_argument(
-        "--force-resume",
-        action="store_true",
-        help="resume into a run directory recorded with another target or configuration "
-        "(refused otherwise; the differences are recorded in the manifest)",
-    )
-    p.add_argument(
-        "--mqtt",
-        help="publish telemetry to mqtt://[user[:pass]@]host[:port] (mqtts:// for TLS; "
-        "password also from RIG_MQTT_PASSWORD)",
-    )
-    p.add_argument("--detail", help="rollout shown in the live view's detail panel")
-    p.add_argument(
-        "--progress-interval-s",
-        type=float,
-        default=10.0,
-        help="without the live view: a progress line (counts, rate, ETA) every N s (0: off)",
-    )
-    p.add_argument(
-        "--device-clock",
-        metavar="DEVICE_ID",
-        help="probe this device's clock over MQTT (needs --mqtt) and fit it onto the shared "
-        "clock; writes device_clock.json into the run directory",
-    )
-    p.add_argument("--device-probe-interval-s", type=float, default=0.5)
-    p.add_argument(
-        "--probe-interval-s",
-        type=float,
-        default=0.5,
-        help="four-timestamp clock probes every N s, for the latency split (peers that do "
-        "not answer them ignore them; 0 = off; default 0.5)",
-    )
-    p.add_argument(
-        "--path-interval-s",
-        type=float,
-        default=1.0,
-        help="measure the path every N s with no help from the server: a WebSocket ping "
-        "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
-    )
-    from rig.cli.netopts import add_impair_option
+@dataclass(frozen=True)
+class Prepared:
+    """A run's rollouts, built and checked before any file is written, with what was
+    resolved on the way (recorded in the manifest)."""
 
-    add_impair_option(p)
+    specs: list[RolloutSpec]
+    sample_rate: int | None
+    #: the impairment relay in front of the target (not started yet), or None
+    relay: Any = None
+
+    @property
+    def session(self) -> dict[str, Any]:
+        """The first rollout's session settings (the manifest's `config.session`)."""
+        first = self.specs[0].session_config if self.specs else None
+        return first.as_dict() if first is not None else {}
 
 
-def require_extras(args: argparse.Namespace, transport: str, dialect: str | None) -> None:
-    """Fail up front, in one line naming the extra, when an option needs one that is missing
-    (before any rollout starts or any file is written)."""
-    if transport in TRANSPORTS:
-        require(TRANSPORTS[transport], f"--transport {transport}")
-    if transport == "device":
-        backend = getattr(args, "backend", None) or "sounddevice"
-        require(BACKENDS[backend], f"--transport device --backend {backend}")
-    if transport == "ws" and dialect in DIALECTS:
-        require(DIALECTS[dialect], f"--dialect {dialect}")
-    if getattr(args, "mqtt", None):
-        require("mqtt", "--mqtt")
-
-
-def check_run_options(args: argparse.Namespace) -> None:
-    """Range-check `rig run`/`rig demo` options before anything is opened or written: a typo
-    (`--max-s 1e300`, `--concurrency 0`, `--run-id ../../x`) is a clear error, never a
-    MemoryError, a silent clamp or a directory outside `--out`."""
-    from rig.ids import check_id
-    from rig.limits import bounded, local_rate
-
-    if getattr(args, "run_id", None) is not None:
-        check_id(args.run_id, "--run-id")
-    ints = (
-        ("--concurrency", "concurrency", 1, 100_000),  # or auto
-        ("--connect-concurrency", "connect_concurrency", 1, 100_000),
-        ("--repeat", "repeat", 1, 1_000_000),
-        ("--rt-priority", "rt_priority", 0, 99),
-        ("--workers", "workers", 1, 256),
-    )
-    for flag, name, lo, hi in ints:
-        v = getattr(args, name, None)
-        if v is not None and v != "auto" and not lo <= v <= hi:
-            raise ConfigError(f"{flag} must be an integer in [{lo}, {hi}], got {v}")
-    floats = (
-        ("--frame-ms", "frame_ms", 2.5, 1000.0),
-        ("--drain-quiet-s", "drain_quiet_s", 0.0, 3600.0),
-        ("--max-s", "max_s", 0.001, 86_400.0),
-        ("--probe-interval-s", "probe_interval_s", 0.0, 3600.0),
-        ("--timing-tolerance-ms", "timing_tolerance_ms", 0.01, 60_000.0),
-        ("--loop-lag-max-ms", "loop_lag_max_ms", 0.01, 60_000.0),
-        ("--path-interval-s", "path_interval_s", 0.0, 3600.0),
-        ("--device-probe-interval-s", "device_probe_interval_s", 0.001, 3600.0),
-        ("--progress-interval-s", "progress_interval_s", 0.0, 86_400.0),
-    )
-    for flag, name, flo, fhi in floats:
-        v = getattr(args, name, None)
-        if v is not None:
-            bounded(v, flo, fhi, flag)
-    if getattr(args, "sample_rate", None) is not None:
-        local_rate(args.sample_rate, "--sample-rate")
-
-
-def session_config(
-    args: argparse.Namespace, overrides: dict[str, Any] | None = None
-) -> SessionConfig:
-    from rig.session import SessionConfig
-
-    base = dict(
-        frame_ms=args.frame_ms if args.frame_ms is not None else 20.0,
-        drain_quiet_s=args.drain_quiet_s,
-        max_s=args.max_s,
-        probe_interval_s=args.probe_interval_s,
-        path_interval_s=getattr(args, "path_interval_s", 1.0),
-    )
-    base.update(overrides or {})
-    return SessionConfig(**base)
+def prepare(config: RunConfig) -> Prepared:
+    """Check the config, resolve the scenario and build the rollouts (before any file is
+    written): `rig run`, `rig.run` and every worker start here."""
+    config.check()
+    t = config.target
+    if t.transport == "device":
+        rate = t.sample_rate or 48_000
+    elif t.transport == "webrtc":
+        rate = t.sample_rate or 48_000  # Opus runs at 48 kHz: no resampling on the way
+    else:
+        rate = uplink_rate(t.dialect, t.sample_rate, dict(t.dialect_opt))
+    items = resolve(config.scenario, rate)
+    relay = None
+    if t.transport in ("ws", "webrtc") and t.target:
+        relay = relay_for(config.impair, t.target, t.transport)
+    specs = build_specs(items, config, t.target or "", t.transport, t.dialect, relay)
+    return Prepared(specs, rate, relay)
 
 
 def ws_factory(
     url: str, dialect: str, sample_rate: int, options: dict[str, Any], relay: Any = None
 ) -> Any:
     """Transports to `url`; through `relay` (an impairment relay, started by then) if given."""
-    from rig.dialects import get_dialect
-    from rig.transports.websocket import WebSocketTransport
 
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
@@ -243,29 +118,10 @@ def webrtc_factory(url: str, dialect: str, sample_rate: int, relay: Any = None) 
 
 
 def uplink_rate(dialect: str, requested: int | None, options: dict[str, Any] | None = None) -> int:
-    from rig.dialects import get_dialect
-
     if dialect in ("rig", "raw"):
         return requested or 16_000
     d = get_dialect(dialect, **(options or {}))
     return d.uplink_rate
-
-
-def parse_dialect_options(pairs: list[str] | None) -> dict[str, Any]:
-    """`--dialect-opt KEY=VALUE` pairs; values are JSON where they parse (numbers, true,
-    null, lists), plain strings otherwise. Credentials never go here: they come from env."""
-    from rig import safejson
-
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise ConfigError(f"--dialect-opt wants KEY=VALUE, got {pair!r}")
-        try:
-            out[key.strip()] = safejson.parse(value)
-        except ValueError:  # not JSON (or NaN, 10^5-deep...): the plain string
-            out[key.strip()] = value
-    return out
 
 
 def repeated(items: list[ScenarioItem], repeat: int) -> Iterator[tuple[str, ScenarioItem, int]]:
@@ -278,15 +134,14 @@ def repeated(items: list[ScenarioItem], repeat: int) -> Iterator[tuple[str, Scen
 
 def build_specs(
     items: list[ScenarioItem],
-    args: argparse.Namespace,
+    config: RunConfig,
     target_url: str,
     transport: str,
     dialect: str,
+    relay: Any = None,
 ) -> list[RolloutSpec]:
-    from rig.dialects import get_dialect
-    from rig.redact import redact_url
-    from rig.runner import RolloutSpec
-
+    """One spec per rollout (items x repeats x sweep settings); `relay`: the impairment
+    relay the transports connect through (started before the first rollout)."""
     for item in items:
         if item.meta.get("history") and transport != "ws":
             raise ConfigError(
@@ -294,21 +149,20 @@ def build_specs(
                 "text (openai, grok, gemini); use prefill audio over other transports"
             )
     if transport == "device":
-        return device_specs(items, args)
+        return device_specs(items, config)
     if transport not in ("ws", "webrtc"):
         raise ConfigError(f"transport {transport!r} is not available in this build")
-    from rig.cli.netopts import relay_for
-
-    relay = args.impair_relay = relay_for(args, target_url, transport)
     specs = []
-    options = parse_dialect_options(getattr(args, "dialect_opt", None))
-    runs = swept_runs(args, transport, dialect, options, repeated(items, args.repeat))
+    options = dict(config.target.dialect_opt)
+    runs = swept_runs(
+        list(config.sweep), transport, dialect, options, repeated(items, config.scale.repeat)
+    )
     try:
         probe = get_dialect(dialect, **options) if transport == "ws" else get_dialect(dialect)
     except TypeError as exc:
         raise ConfigError(f"dialect {dialect!r} does not take these options: {exc}") from exc
     preferred = probe.frame_ms  # e.g. Moshi's 80 ms
-    frame = {"frame_ms": preferred} if args.frame_ms is None and preferred else {}
+    frame = {"frame_ms": preferred} if config.session.frame_ms is None and preferred else {}
     for item in items:
         if item.meta.get("history") and transport == "ws":
             try:
@@ -333,36 +187,32 @@ def build_specs(
                 else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {**item.meta, "repeat": rep, **sweep_meta(setting)},
-                session_config(args, {**frame, **(item.session or {})}),
+                config.session.session_config({**frame, **(item.session or {})}),
             )
         )
     return specs
 
 
-def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[RolloutSpec]:
+def device_specs(items: list[ScenarioItem], config: RunConfig) -> list[RolloutSpec]:
     """Rollouts over a sound card; devices, format and calibration are checked up front."""
-    from rig.device.calibration import load_calibration
-    from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
-    from rig.runner import RolloutSpec
-    from rig.transports.device import device_factory
-
-    if not args.output or not args.input:
+    dev = config.device
+    if not dev.output or not dev.input:
         raise ConfigError("--transport device needs --output DEV and --input DEV")
-    if args.concurrency != 1:
+    if config.scale.concurrency != 1:
         raise ConfigError("one sound card carries one conversation: --concurrency must be 1")
     opts = DeviceOptions(
-        output=args.output,
-        input=args.input,
-        rate=args.sample_rate or 48_000,
-        channels=args.channels,
-        blocksize=args.blocksize,
-        latency=parse_latency(args.latency),
-        duplex=args.duplex,
-        backend=args.backend,
+        output=dev.output,
+        input=dev.input,
+        rate=config.target.sample_rate or 48_000,
+        channels=dev.channels,
+        blocksize=dev.blocksize,
+        latency=parse_latency(dev.latency),
+        duplex=dev.duplex,
+        backend=dev.backend,
     )
     stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
     key = path_key(stream, opts)
-    cal = load_calibration(args.calibration, key)
+    cal = load_calibration(dev.calibration, key)
     target = {
         "transport": "device",
         **key.as_dict(),
@@ -371,15 +221,15 @@ def device_specs(items: list[ScenarioItem], args: argparse.Namespace) -> list[Ro
         "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
     }
     specs = []
-    for rid, item, rep in repeated(items, args.repeat):
+    for rid, item, rep in repeated(items, config.scale.repeat):
         specs.append(
             RolloutSpec(
                 rid,
                 item.plan,
-                device_factory(opts, args.calibration),
+                device_factory(opts, dev.calibration),
                 target,
                 {**item.meta, "repeat": rep},
-                session_config(args, item.session),
+                config.session.session_config(item.session),
             )
         )
     return specs
