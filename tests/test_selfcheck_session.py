@@ -21,6 +21,7 @@ from rig.loopwatch import (
     schedstat_path,
 )
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from tests.support.memsystem import MemorySystem
@@ -53,7 +54,7 @@ async def _session(tmp_path, clock, publish=None):
     system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300))
     cfg = SessionConfig(start_lead_ms=0, drain_quiet_s=1.0)
     s = Session("r", system, _plan(), rec, clock, cfg, publish)
-    m = await s.run()
+    m = await run_alone(s)
     writer.close()
     return m
 

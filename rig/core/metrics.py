@@ -15,6 +15,7 @@ from typing import Any
 
 from rig.core.log import SessionLog
 from rig.core.responses import lateness_summary, match_responses
+from rig.core.selfcheck import LoopStats, TimingTolerance, Verdict, judge
 from rig.errors import DeadlineError, DeviceError, ProtocolError, RigError, TransportError
 
 
@@ -49,6 +50,21 @@ class Outcome:
         if self.status == "ok" and log.down_chunks == 0:
             return Outcome("no_audio", "the system sent no audio")
         return self
+
+
+def judge_metrics(
+    metrics: dict[str, Any], loop: LoopStats | None, tolerance: TimingTolerance
+) -> Verdict:
+    """`timing_valid` and why (rig.core.selfcheck): did the rig keep its own time? Added to
+    `metrics` in place; the verdict returned."""
+    p99 = (metrics.get("uplink") or {}).get("lateness_ms", {}).get("p99")
+    stalls = int((metrics.get("uplink") or {}).get("stalls") or 0)
+    xruns = metrics.get("device_xruns")
+    xruns = xruns if isinstance(xruns, int) else 0
+    verdict = judge(p99, stalls, loop, tolerance, xruns)
+    metrics["timing_valid"] = verdict.valid
+    metrics["rig_timing"] = verdict.as_dict(tolerance)
+    return verdict
 
 
 def responses_of(log: SessionLog) -> list[dict[str, Any]]:

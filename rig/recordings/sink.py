@@ -32,6 +32,7 @@ from rig.core.records import (
     SystemPad,
     UserAudio,
 )
+from rig.core.selfcheck import Verdict
 from rig.recordings.writer import RolloutRecorder
 
 Publish = Callable[[str, dict[str, Any]], None]
@@ -82,9 +83,6 @@ class RolloutSink:
         for record in records:
             self.put(record)
 
-    def metrics(self, metrics: dict[str, Any]) -> None:
-        self.recorder.metrics(metrics)
-
     def close(self) -> None:
         self.recorder.close()
 
@@ -96,6 +94,16 @@ class RolloutSink:
 
     def status(self, state: str, **data: Any) -> None:
         self.publish("status", {"state": state, **data})
+
+    def done(self, status: str, reason: str | None, verdict: Verdict | None) -> None:
+        """The rollout ended: its status and whether the rig's own timing held."""
+        self.status(
+            "done",
+            status=status,
+            reason=reason,
+            timing_valid=None if verdict is None else verdict.valid,
+            timing_reason=None if verdict is None else verdict.reason,
+        )
 
     def results(self, metrics: dict[str, Any]) -> None:
         """Response latencies (with their split) and the clock fit, for live views."""

@@ -54,7 +54,7 @@ from rig.recordings.writer import (
     describe_os_error,
     write_json_atomic,
 )
-from rig.redact import redact_text
+from rig.runs.metricsfile import redacted, write_metrics_json
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
 from rig.transports.base import Transport
@@ -344,7 +344,6 @@ class Runner:
                 spec.session_config,
                 publish,
                 spec.meta,
-                write_metrics=False,
                 phase=self._next_phase(),
                 watch=self.watch,
                 tolerance=self.tolerance,
@@ -449,17 +448,9 @@ class Runner:
         """metrics.json, off the loop. If it cannot be written the rollout is a write_error
         (in the run's results and manifest; no file, so a resume redoes it)."""
 
-        for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
-            if isinstance(metrics.get(key), str):
-                metrics = {**metrics, key: redact_text(metrics[key])}
-        metrics = {**metrics, **self.placement}
-
-        def write() -> None:
-            os.makedirs(d, exist_ok=True)
-            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
-
+        metrics = {**redacted(metrics), **self.placement}
         try:
-            await self.io.run(write)
+            await self.io.run(write_metrics_json, d, metrics)
         except OSError as exc:
             text = describe_os_error(exc)
             if exc.errno in DISK_FULL_ERRNOS:
