@@ -146,7 +146,7 @@ class Runner:
         s = self.settings = settings or RunnerSettings()
         h = hooks or RunHooks()
         self.manifest_name = s.manifest_name
-        self.before_streaming = h.before_streaming
+        self._before_streaming = h.before_streaming
         self.tolerance = s.tolerance
         self.asr_model = s.asr_model
         self.shard = s.shard
@@ -176,7 +176,7 @@ class Runner:
         self.seed = s.seed
         #: the run's own random numbers (never the global RNG: rig.run may share a process)
         self.rng = random.Random(s.seed)
-        self.publish_factory = h.publish_factory
+        self._publish_factory = h.publish_factory
         self.writer = writer or RecordingWriter()
         #: one loop, one watch: every session's verdict reads the same monitor
         self.watch = LoopWatch(self.clock, backlog=lambda: self.writer.backlog)
@@ -268,8 +268,8 @@ class Runner:
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
-        if todo and self.before_streaming is not None:
-            await self.before_streaming()
+        if todo and self._before_streaming is not None:
+            await self._before_streaming()
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:
@@ -329,7 +329,7 @@ class Runner:
 
     async def _run_one(self, spec: RolloutSpec, open_gate: asyncio.Semaphore) -> dict[str, Any]:
         d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
-        publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
+        publish = self._publish_factory(spec.rollout_id) if self._publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
             await self.io.run(move_aside, d)  # disk work off the audio loop

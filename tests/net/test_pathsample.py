@@ -167,7 +167,7 @@ async def test_live_view_gets_rtt_over_time_for_a_serverless_target(tmp_path) ->
 
     from rig.clock.base import MonotonicClock
     from rig.dashboard.render import detail_panel
-    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+    from rig.runs.runner import RolloutSpec, RunHooks, Runner, RunnerSettings
     from rig.runs.specs import ws_factory
     from rig.session import SessionConfig
     from rig.telemetry.bus import EventBus
@@ -186,8 +186,12 @@ async def test_live_view_gets_rtt_over_time_for_a_serverless_target(tmp_path) ->
             {},
             SessionConfig(drain_quiet_s=0.5, max_s=10, path_interval_s=0.2),
         )
-        runner = Runner(str(tmp_path), RunnerSettings(run_id="run"), clock=clock)
-        runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+        runner = Runner(
+            str(tmp_path),
+            RunnerSettings(run_id="run"),
+            clock=clock,
+            hooks=RunHooks(publish_factory=session_publisher(bus, "run", clock)),
+        )
         await runner.run([spec])
     reducer = Reducer()
     for event in sub.drain():
