@@ -147,9 +147,11 @@ def test_each_round_trip_is_published_live_with_its_method() -> None:
         def event(self, record: EventRecord) -> None:
             self.events.append(record)
 
+    from rig.core.live import fields_of
+
     published: list[tuple[str, dict]] = []
     disk = Disk()
-    sink = RolloutSink(disk, lambda kind, data: published.append((kind, data)))  # type: ignore[arg-type]
+    sink = RolloutSink(disk, lambda e: published.append((e.kind, fields_of(e))))  # type: ignore[arg-type]
     sink.put(EventRecord("net.rtt", 5, {"source": "ws_ping", "id": 0, "rtt_ms": 12.5}, "rig"))
     sink.put(EventRecord("net.rtt", 6, {"source": "ws_ping", "id": 1, "lost": True}, "rig"))
     sink.put(EventRecord("server.rtcp.rr", 7, {"rtt_ms": 30.0, "fraction_lost": 0}, "server"))
