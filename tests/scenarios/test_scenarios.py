@@ -12,10 +12,10 @@ import pytest
 import soundfile as sf
 
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.director import Drain, Pause, Play, WaitOnset, WaitQuiet
 from rig.errors import ScenarioError
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.scenarios import resolve
 from rig.scenarios.builtin import data_path
 from rig.scenarios.fileformat import load_scenario_file
@@ -335,7 +335,9 @@ async def run_scenario(
             )
             for it in items
         ]
-        result = await Runner(str(tmp_path / "out"), run_id=run_id, concurrency=4).run(specs)
+        result = await Runner(
+            str(tmp_path / "out"), RunnerSettings(run_id=run_id, concurrency=4)
+        ).run(specs)
     finally:
         await server.stop()
     return tmp_path / "out" / run_id, result
@@ -446,7 +448,7 @@ def test_analysis_failure_still_writes_metrics(tmp_path: Path) -> None:
             spec = RolloutSpec(
                 "x", item.plan, ws_factory(url, "rig", RATE, {}), {}, item.meta, SessionConfig()
             )
-            return await Runner(str(tmp_path / "out"), run_id="r").run([spec])
+            return await Runner(str(tmp_path / "out"), RunnerSettings(run_id="r")).run([spec])
         finally:
             await server.stop()
 
