@@ -192,6 +192,7 @@ class SimEngine:
         self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
         self._recent: deque[tuple[float, float]] = deque(maxlen=100 // BLOCK_MS)  # (ms, peak)
         self.own_echo = None if cfg.self_echo_sensitive else OwnEchoCanceller(cfg.sample_rate)
+        self._gate_now = self._thresh  # the gate of the last input block (a loudness pre-check)
 
     # --- input ------------------------------------------------------------------------
 
@@ -199,14 +200,17 @@ class SimEngine:
         """An input chunk reached the model at `t_ns`. Returns truth records it caused."""
         out: list[Truth] = []
         if self.own_echo is not None:  # what it hears of the user, less its own reply
-            pcm = self.own_echo.clean(pcm, t_ns)
+            # a chunk under the gate of the last block cannot start speech: no fit needed
+            hearable = pcm.size > 0 and int(np.max(np.abs(pcm.astype(np.int32)))) > self._gate_now
+            pcm = self.own_echo.clean(pcm, t_ns, hearable=hearable)
         data = np.concatenate([self._carry, pcm]) if self._carry.size else pcm
         base = self.received_samples - self._carry.size  # input index of data[0]
         chunk_start = self.received_samples  # index of pcm[0]
         n_blocks = data.size // self._block
         for b in range(n_blocks):
             blk = data[b * self._block : (b + 1) * self._block]
-            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._gate(blk))
+            self._gate_now = self._gate(blk)
+            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._gate_now)
             if loud_idx.size:
                 self._loud_run += 1
                 self._turn_sq += float(np.dot(blk.astype(np.float64), blk.astype(np.float64)))

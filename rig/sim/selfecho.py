@@ -41,6 +41,7 @@ MIN_ERLE_DB = 10.0
 SUPPRESS_DB = 6.0
 SLACK_S = 0.04
 MARGIN_DB = 3.0
+DECIMATE = 4  # the coarse lag search sums blocks of this many samples
 
 
 class OwnEchoCanceller:
@@ -86,8 +87,13 @@ class OwnEchoCanceller:
             out[lo - a : hi - a] = self._out[np.arange(lo, hi) % self._out.size]
         return out
 
-    def clean(self, pcm: Pcm16, t_ns: int) -> Pcm16:
-        """An input chunk that reached the model at `t_ns`, less the system's own echo."""
+    def clean(self, pcm: Pcm16, t_ns: int, *, hearable: bool = True) -> Pcm16:
+        """An input chunk that reached the model at `t_ns`, less the system's own echo.
+
+        `hearable` False (the chunk's peak is under the VAD's gate, so it cannot start speech
+        whatever is in it) keeps the history and skips the fit and the lag search: a search
+        costs ~1.5 ms per chunk, and a fleet of replying streams that paid it on every quiet
+        chunk starved the rig's loop (the reference system runs at SCHED_FIFO too)."""
         n = pcm.size
         # input sample i sits at offset + i / rate: the earliest arrival seen (the lower
         # envelope), so a chunk that arrives late does not shift the reference it meets
@@ -103,7 +109,7 @@ class OwnEchoCanceller:
         self._x = np.concatenate((self._x, x))[-self._keep :]
         self._r = np.concatenate((self._r, self._said(end - n, end)))[-self._keep :]
         need = WINDOW + TAPS
-        if self._x.size < need or not self._r[-(self.max_lag + need) :].any():
+        if not hearable or self._x.size < need or not self._r[-(self.max_lag + need) :].any():
             return pcm
         fit = self._fit(n)
         if fit is None:
@@ -147,12 +153,12 @@ class OwnEchoCanceller:
             return None
         for search in (False, True):
             if search or self.lag is None:
-                self.lag = self._search()
-                if self.lag is None:
+                lag = self._search()
+                if lag is None or (search and lag == self.lag):  # the fit there just failed
                     return None
+                self.lag = lag
             a = self._design(self.lag, WINDOW)
-            g, *_ = np.linalg.lstsq(a, x, rcond=None)
-            res = x - a @ g
+            res = x - a @ _solve(a, x)
             erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
             if erle >= MIN_ERLE_DB:
                 self.removed_db = float(erle)
@@ -166,29 +172,59 @@ class OwnEchoCanceller:
         return None
 
     def _design(self, lag: int, w: int) -> F64:
-        """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples."""
-        r = self._r
-        cols = []
-        for k in range(TAPS):
-            d = lag - TAPS // 2 + k
-            end = r.size - d
-            cols.append(r[end - w : end] if d >= 0 else np.zeros(w))
-        return np.stack(cols, axis=1)
+        """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples
+        (zeros before the reference's history starts): one strided view, copied once."""
+        d0 = lag - TAPS // 2  # the smallest delay (column 0); the search keeps it >= 0
+        need = w + TAPS - 1
+        hi = max(0, self._r.size - d0)
+        seg = self._r[max(0, hi - need) : hi]
+        if seg.size < need:
+            seg = np.concatenate((np.zeros(need - seg.size), seg))
+        # row j of the view is seg[j : j + w]; column k (delay d0 + k) is row TAPS - 1 - k
+        rows = np.lib.stride_tricks.sliding_window_view(seg, w)[::-1]
+        return np.ascontiguousarray(rows).T  # (w, TAPS), Fortran order: a.T @ a is one GEMM
 
     def _search(self) -> int | None:
-        """The lag where the reference best explains the input (normalised correlation)."""
+        """The lag where the reference best explains the input (normalised correlation):
+        coarse on both signals summed in blocks of `DECIMATE` (an FFT a sixteenth the size
+        of a full-rate one: the search runs on every hearable chunk while a reply plays),
+        then exact at full rate around the coarse peak."""
         x = self._x[-WINDOW:]
         span = min(self.max_lag + WINDOW, self._r.size)
+        span -= span % DECIMATE
         r = self._r[-span:]
-        size = 1 << int(np.ceil(np.log2(span + WINDOW)))
-        c = np.fft.irfft(np.fft.rfft(r, size).conj() * np.fft.rfft(x, size), size)
-        # c[-m] (m = lag) pairs x with r shifted by m; r's window energy at each lag
-        lags = np.arange(TAPS // 2, span - WINDOW + 1)
-        if lags.size == 0:
+        if span - WINDOW < TAPS // 2:
             return None
-        cs = np.cumsum(np.concatenate(([0.0], r * r)))
-        starts = span - WINDOW - lags
-        e = cs[starts + WINDOW] - cs[starts]
-        score = np.abs(c[(lags - span + WINDOW) % size]) / np.sqrt(np.maximum(e, 1e-12))
-        k = int(np.argmax(score))
-        return int(lags[k]) if e[k] > 1e-9 else None
+        xd = x.reshape(-1, DECIMATE).sum(axis=1)
+        rd = r.reshape(-1, DECIMATE).sum(axis=1)
+        wd, sd = xd.size, rd.size
+        size = 1 << int(np.ceil(np.log2(sd + wd)))
+        c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
+        lags_d = np.arange(0, sd - wd + 1)
+        cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
+        starts = sd - wd - lags_d
+        e = cs[starts + wd] - cs[starts]
+        score = np.abs(c[(lags_d - sd + wd) % size]) / np.sqrt(np.maximum(e, 1e-12))
+        coarse = int(lags_d[int(np.argmax(score))]) * DECIMATE
+        # exact around it: x[i] against r[span - WINDOW - m + i]
+        best, best_lag = -1.0, None
+        for m in range(
+            max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE) + 1
+        ):
+            seg = r[span - WINDOW - m : span - m]
+            em = float(seg @ seg)
+            if em <= 1e-9:
+                continue
+            sc = abs(float(x @ seg)) / np.sqrt(em)
+            if sc > best:
+                best, best_lag = sc, m
+        return best_lag
+
+
+def _solve(a: F64, x: F64) -> F64:
+    """Least squares by the normal equations (TAPS x TAPS) with a tiny ridge: the same
+    residual as an SVD solve for these fits (a tone's shifted copies are nearly collinear;
+    the ridge picks the small-norm filter), at a tenth of the cost."""
+    ata = a.T @ a
+    ridge = 1e-9 * (float(np.trace(ata)) / TAPS + 1e-12)
+    return np.asarray(np.linalg.solve(ata + ridge * np.eye(TAPS), a.T @ x), dtype=np.float64)
