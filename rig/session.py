@@ -38,15 +38,13 @@ from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.core.uplink import Uplink, plan_prefill
 from rig.echo.path import EchoPath
-from rig.errors import DeadlineError, RigError, TransportError
+from rig.errors import DeadlineError, TransportError
 from rig.loopwatch import LoopWatch
 from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
+from rig.sessionlink import CANCELLED, Link
 from rig.sessionlink import CAP_GRACE_S as CAP_GRACE_S  # re-exported
-from rig.sessionlink import Link
 from rig.transports.base import Transport
-
-CANCELLED = ("cancelled", "the rollout was cancelled (the run stopped)")
 
 
 class Session:
@@ -177,24 +175,8 @@ class Session:
         try:
             async with stream_cap:
                 self.outcome = await self._send_loop(recv, uplink)
-        except asyncio.CancelledError as exc:
-            if link.watch.fired is not None and task.cancelling():
-                task.uncancel()  # our own watchdog: a send blocked past its deadline
-                link.stuck = True
-                self.outcome = Outcome.of_error(DeadlineError(link.watch.fired))
-            elif task.cancelling():
-                cancelled = True  # we were cancelled: close, then pass it on
-                self.outcome = Outcome(*CANCELLED)
-            else:  # a stray CancelledError out of a transport (e.g. its own deadline)
-                self.outcome = Outcome("error", f"CancelledError out of the transport: {exc}")
-        except Exception as exc:  # noqa: BLE001 - every fault ends the rollout with a status
-            if isinstance(exc, TimeoutError) and stream_cap.expired():
-                exc = DeadlineError(link.cap_reason(t_open))
-            link.stuck = isinstance(exc, DeadlineError)
-            self.outcome = Outcome.of_error(exc)
-            if not isinstance(exc, RigError):
-                why = {"reason": self.outcome.reason, "error_type": type(exc).__name__}
-                self.sink.put(EventRecord("session.error", self.clock.now_ns(), why))
+        except (asyncio.CancelledError, Exception) as exc:  # noqa: BLE001 - every fault ends it
+            self.outcome, cancelled = link.outcome_of(exc, task, stream_cap, t_open)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -18,6 +18,7 @@ from rig.aio import raise_if_cancelling
 from rig.clock.base import Clock
 from rig.core.events import ControlRequest, DownAudio
 from rig.core.listener import Listener, Output
+from rig.core.metrics import Outcome
 from rig.core.records import EventRecord
 from rig.core.sessionconfig import SessionConfig
 from rig.core.units import NS_PER_S
@@ -31,6 +32,7 @@ from rig.transports.base import Transport
 #: The paced loop ends by itself `max_s` after the first frame; the cap catches anything
 #: stuck outside it (a connect, a handshake, a send, a control message)
 CAP_GRACE_S = 1.0
+CANCELLED = ("cancelled", "the rollout was cancelled (the run stopped)")
 
 
 class Link:
@@ -111,6 +113,29 @@ class Link:
                 await self.send_event(out.kind, data)
             else:
                 self.sink.put(out)
+
+    def outcome_of(
+        self, exc: BaseException, task: asyncio.Task[Any], cap: asyncio.Timeout, t_open: int
+    ) -> tuple[Outcome, bool]:
+        """What ended the stream, from what came out of the send loop; True when the rollout
+        itself was cancelled (the session closes, then passes the cancel on)."""
+        if isinstance(exc, asyncio.CancelledError):
+            if self.watch.fired is not None and task.cancelling():
+                task.uncancel()  # our own watchdog: a send blocked past its deadline
+                self.stuck = True
+                return Outcome.of_error(DeadlineError(self.watch.fired)), False
+            if task.cancelling():
+                return Outcome(*CANCELLED), True
+            # a stray CancelledError out of a transport (e.g. its own deadline)
+            return Outcome("error", f"CancelledError out of the transport: {exc}"), False
+        if isinstance(exc, TimeoutError) and cap.expired():
+            exc = DeadlineError(self.cap_reason(t_open))
+        self.stuck = isinstance(exc, DeadlineError)
+        outcome = Outcome.of_error(exc)
+        if not isinstance(exc, RigError):
+            why = {"reason": outcome.reason, "error_type": type(exc).__name__}
+            self.sink.put(EventRecord("session.error", self.clock.now_ns(), why))
+        return outcome, False
 
     def send_blocked_reason(self) -> str:
         seq = self.busy[1] if self.busy is not None else None
