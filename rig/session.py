@@ -27,13 +27,13 @@ from rig.aio import raise_if_cancelling
 from rig.analysis.finish import analyze_log
 from rig.clock.base import Clock
 from rig.core.director import Drain, Step, steps_from_plan
-from rig.core.events import ControlRequest, DownAudio
+from rig.core.events import ControlRequest, DownAudio, DownTrack
 from rig.core.listener import Listener, ListenerConfig, Output
 from rig.core.log import SessionLog
 from rig.core.metrics import Outcome, build_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
-from rig.core.records import EventRecord
+from rig.core.records import EventRecord, TrackAudio
 from rig.core.selfcheck import LoopStats, Mark, TimingTolerance, Verdict, judge_session
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
@@ -406,6 +406,8 @@ class Session:
             async for item in self.transport.receive():
                 if isinstance(item, DownAudio):
                     self.sink.put_all(listener.on_audio(item))
+                elif isinstance(item, DownTrack):  # system_raw.wav: rig.transports.deviceecho
+                    self.sink.put(TrackAudio(item.name, item.sample_rate, item.pcm))
                 else:
                     self.sink.put_all(listener.on_event(item))
         except asyncio.CancelledError:

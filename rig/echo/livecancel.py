@@ -119,7 +119,9 @@ class CaptureCanceller:
         far16 = np.clip(np.rint(far), -32768, 32767).astype(np.int16)
         near16 = np.clip(np.rint(near), -32768, 32767).astype(np.int16)
         for a in range(0, n, self.frame):
-            self._ec.process(near16[a : a + self.frame].tobytes(), far16[a : a + self.frame].tobytes())
+            self._ec.process(
+                near16[a : a + self.frame].tobytes(), far16[a : a + self.frame].tobytes()
+            )
 
     # --- the stream ---------------------------------------------------------------------
 

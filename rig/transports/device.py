@@ -38,15 +38,16 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Received
 from rig.core.units import NS_PER_S
 from rig.device.binding import Backend
-from rig.device.calibration import Calibration, load_calibration
+from rig.device.calibration import Calibration, load_calibration, load_echo_response
 from rig.device.link import DeviceLink
 from rig.device.model import flag_names
 from rig.device.options import DeviceOptions, path_key
 from rig.errors import DeviceError
 from rig.transports.base import Transport
+from rig.transports.deviceecho import OwnEcho
 
 
 class DeviceTransport(Transport):
@@ -60,6 +61,8 @@ class DeviceTransport(Transport):
         calibration: str = "auto",
         calibration_store: str | Path | None = None,
         backend: Backend | None = None,
+        cancel_own_echo: str | None = None,
+        onset_threshold_dbfs: float = -40.0,
     ) -> None:
         self.opts = opts
         self.clock = clock
@@ -77,6 +80,13 @@ class DeviceTransport(Transport):
         self._down_t: list[int] = []
         self._closed = False
         self._resolve_calibration()
+        #: the rig's own playback removed from the capture (--cancel-own-echo auto|FILE)
+        self.cancel_own_echo = cancel_own_echo
+        self.own: OwnEcho | None = None
+        if cancel_own_echo:
+            key = path_key(self.link.stream, opts)
+            cal = load_echo_response(cancel_own_echo, key, calibration_store)
+            self.own = OwnEcho(self.link, cal, onset_threshold_dbfs=onset_threshold_dbfs)
 
     def _resolve_calibration(self) -> None:
         key = path_key(self.link.stream, self.opts)
@@ -90,6 +100,8 @@ class DeviceTransport(Transport):
 
     async def open(self) -> None:
         await self.link.open()
+        if self.own is not None:
+            await self.own.start()
 
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
         t = self.clock.now_ns()
@@ -114,7 +126,7 @@ class DeviceTransport(Transport):
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
         """A sound card carries audio only: control messages have nowhere to go."""
 
-    async def receive(self) -> AsyncIterator[Incoming]:
+    async def receive(self) -> AsyncIterator[Received]:
         link = self.link
         in_lat = link.stream.latency().input_s
         while True:
@@ -140,6 +152,18 @@ class DeviceTransport(Transport):
                     },
                 )
             if b.direction != "in" or b.pcm is None:
+                if self.own is not None and b.direction == "out":
+                    self.own.on_out(b)
+                continue
+            if self.own is not None:  # cleaned frames (and the raw beside them) as they are done
+                for frame, clean, raw in self.own.on_in(b):
+                    t = link.live_in.time_ns(frame)
+                    self._down_frames.append(frame)
+                    self._down_t.append(t)
+                    yield DownAudio(
+                        clean, self.opts.rate, t, None, {"frame": frame, "t_cb_ns": b.t_ns}
+                    )
+                    yield raw
                 continue
             t = link.live_in.time_ns(b.frame)
             self._down_frames.append(b.frame)
@@ -174,6 +198,7 @@ class DeviceTransport(Transport):
             "device_round_trip_ms": None
             if self.calibration is None
             else self.calibration.round_trip_ms,
+            "cancel_own_echo": None if self.own is None else self.own.cal.as_dict(),
         }
 
     # --- metrics ----------------------------------------------------------------------------
@@ -221,14 +246,25 @@ class DeviceTransport(Transport):
                 r["latency_device_corrected_ms"] = round(dev_ms - rt, 3)
             else:
                 r["device_reason"] = self.calibration_note
+        if self.own is not None:
+            self.own.finish_metrics(metrics, rt)
 
 
 def device_factory(
-    opts: DeviceOptions, calibration: str = "auto", store: str | Path | None = None
+    opts: DeviceOptions,
+    calibration: str = "auto",
+    store: str | Path | None = None,
+    cancel_own_echo: str | None = None,
 ) -> Any:
     """A `RolloutSpec.make_transport` for the device transport."""
 
     def make(clock: Clock, gate: asyncio.Semaphore) -> DeviceTransport:
-        return DeviceTransport(opts, clock, calibration=calibration, calibration_store=store)
+        return DeviceTransport(
+            opts,
+            clock,
+            calibration=calibration,
+            calibration_store=store,
+            cancel_own_echo=cancel_own_echo,
+        )
 
     return make

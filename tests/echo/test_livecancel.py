@@ -17,7 +17,12 @@ def _speechlike(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _run(
-    room: np.ndarray, bulk: int, *, pretrain: bool, offset: int = 12_345, device_at_s: float = 2.5,
+    room: np.ndarray,
+    bulk: int,
+    *,
+    pretrain: bool,
+    offset: int = 12_345,
+    device_at_s: float = 2.5,
     assumed_bulk: int | None = None,
 ) -> tuple[CaptureCanceller, np.ndarray, np.ndarray, np.ndarray]:
     """The rig plays 2 s, the device answers 0.5 s later; input frames = output + offset."""
@@ -33,7 +38,8 @@ def _run(
     play16 = play.astype(np.int16)
     margin = 96  # the calibration's 2 ms before the direct path
     c = CaptureCanceller(RATE, 4800, float(room @ room))
-    c.align(offset + (bulk if assumed_bulk is None else assumed_bulk) - margin)  # in frame j hears out frame j - lag first
+    # input frame j hears output frame j - lag first
+    c.align(offset + (bulk if assumed_bulk is None else assumed_bulk) - margin)
     if pretrain:
         c.pretrain(np.concatenate([np.zeros(margin), room]))
     cleaned = np.zeros(n, np.int16)
