@@ -44,6 +44,7 @@ from rig.device.binding import Backend
 from rig.device.calibration import Calibration, load_calibration, load_echo_response
 from rig.device.link import DeviceLink
 from rig.device.model import flag_names
+from rig.device.noise import NoiseOptions, NoisePlayer
 from rig.device.options import DeviceOptions, path_key
 from rig.errors import DeviceError
 from rig.transports.base import Transport
@@ -63,6 +64,7 @@ class DeviceTransport(Transport):
         backend: Backend | None = None,
         cancel_own_echo: str | None = None,
         onset_threshold_dbfs: float = -40.0,
+        noise: NoiseOptions | None = None,
     ) -> None:
         self.opts = opts
         self.clock = clock
@@ -87,6 +89,9 @@ class DeviceTransport(Transport):
             key = path_key(self.link.stream, opts)
             cal = load_echo_response(cancel_own_echo, key, calibration_store)
             self.own = OwnEcho(self.link, cal, onset_threshold_dbfs=onset_threshold_dbfs)
+        #: a noise scene on a second output, started with the first uplink frame
+        self.noise_opts = noise
+        self.noise: NoisePlayer | None = None
 
     def _resolve_calibration(self) -> None:
         key = path_key(self.link.stream, self.opts)
@@ -99,6 +104,9 @@ class DeviceTransport(Transport):
             )
 
     async def open(self) -> None:
+        if self.noise_opts is not None:  # silent until the first frame: see send_audio
+            self.noise = await NoisePlayer.load(self.noise_opts, self.clock)
+            await self.noise.open()
         await self.link.open()
         if self.own is not None:
             await self.own.start()
@@ -106,6 +114,8 @@ class DeviceTransport(Transport):
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
         t = self.clock.now_ns()
         index = self.link.play(pcm)
+        if self.noise is not None and seq == 0:
+            self.noise.start()
         frame = self.link.play_log.predict_frame(index)
         t_out = self.link.live_out.time_ns(frame)
         lat = self.link.stream.latency().output_s
@@ -186,6 +196,8 @@ class DeviceTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        if self.noise is not None:
+            await self.noise.close()
         await self.link.close()
 
     def describe(self) -> dict[str, Any]:
@@ -199,6 +211,7 @@ class DeviceTransport(Transport):
             if self.calibration is None
             else self.calibration.round_trip_ms,
             "cancel_own_echo": None if self.own is None else self.own.cal.as_dict(),
+            "noise": None if self.noise_opts is None else self.noise_opts.as_dict(),
         }
 
     # --- metrics ----------------------------------------------------------------------------
@@ -248,6 +261,8 @@ class DeviceTransport(Transport):
                 r["device_reason"] = self.calibration_note
         if self.own is not None:
             self.own.finish_metrics(metrics, rt)
+        if self.noise is not None:
+            metrics["noise"] = self.noise.describe()
 
 
 def device_factory(

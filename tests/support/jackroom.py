@@ -14,7 +14,8 @@ but float32's):
 
     to the DUT's input   the rig's output, d1 later  (+ the DUT's own output, gain, d4 later)
     to the rig's input   the DUT's output, d2 later  +  the rig's own output, gain g, d3 later
-                         (+ a noise process's output, d5 later, at unit gain)
+    noise                a noise output (`--noise-port`: the rig's noise stream) d5 later,
+                         at unit gain, to the DUT's input (or `--noise-to rig`)
 
 The graph is a loop (rig -> room -> rig), so JACK runs one side of it from the previous
 period: each path through the room takes its delay plus one period (the room connects a
@@ -98,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rig", help="the rig's JACK client")
     p.add_argument("--dut", help="the device under test's JACK client")
     p.add_argument("--noise", help="a noise player's JACK client")
+    p.add_argument(
+        "--noise-port",
+        help="ports of the rig's client first seen connected to a port starting with this "
+        "(e.g. loopback:) are its noise output (rig run --noise-device)",
+    )
+    p.add_argument("--noise-to", choices=("rig", "dut"), default="dut", help="who hears it")
     p.add_argument("--d1", type=int, default=0, help="rig output -> DUT input, samples")
     p.add_argument("--d2", type=int, default=0, help="DUT output -> rig input, samples")
     p.add_argument("--own-gain-db", type=float, help="rig output -> rig input gain (off)")
@@ -127,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         into_dut = rig_ring.read(frames, a.d1)
         if g4:
             into_dut += g4 * dut_ring.read(frames, a.d4)
-        into_rig = dut_ring.read(frames, a.d2) + noise_ring.read(frames, a.d5)
+        into_rig = dut_ring.read(frames, a.d2)
+        noise = noise_ring.read(frames, a.d5)
+        if a.noise_to == "rig":
+            into_rig += noise
+        else:
+            into_dut += noise
         if g3:
             into_rig += g3 * rig_ring.read(frames, a.d3)
         to_dut.get_array()[:] = into_dut
@@ -151,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "noise": (from_noise, None),
     }
     wired: dict[str, str] = {}
+    port_role: dict[str, str] = {}  # the role of each port, fixed when first seen
 
     def rewire() -> None:
         for port in client.get_ports(is_audio=True):
@@ -158,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
             role = roles.get(owner)
             if role is None:
                 continue
+            if port.name not in port_role:
+                first = [q.name for q in client.get_all_connections(port)]
+                if not first:
+                    continue  # PortAudio connects a stream's ports as it starts: wait for it
+                noisy = a.noise_port and any(q.startswith(a.noise_port) for q in first)
+                port_role[port.name] = "noise" if role == "rig" and noisy else role
+            role = port_role[port.name]
             room_in, room_out = plug[role]
             if port.is_output:
                 want = {room_in.name}
@@ -175,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 client.connect(port.name, q) if port.is_output else client.connect(q, port.name)
             if have != want and wired.get(role) != owner:
                 wired[role] = owner
-                print(f"wired {role} {owner}", flush=True)
+                print(f"wired {role} {port.name}", flush=True)
 
     def wiring() -> None:
         while not stop.is_set():
