@@ -234,3 +234,39 @@ def test_own_echo_at_minus_6_db_is_cancelled_and_replies_are_timed_on_the_clean_
     seg_raw = raw_pcm[a : a + RATE].astype(np.float64)
     seg_clean = got[a : a + RATE].astype(np.float64)
     assert 10 * np.log10((seg_raw @ seg_raw) / max(seg_clean @ seg_clean, 1.0)) > 20
+
+
+def test_a_room_that_moved_since_calibration_is_flagged_not_timed(tmp_path: Path) -> None:
+    """Calibrated with the rig's own echo 40 ms late, run with it 200 ms late (the filter
+    covers ~12 ms): the residual is the raw echo, the rollout is flagged and its timing is not
+    valid, with the reason."""
+    period = _need_jack()
+    from tests.support.jackroom import portaudio_client_name
+
+    me = portaudio_client_name()
+    store = tmp_path / "cal"
+    room = Room("--rig", me, "--own-gain-db", "-6", "--d3", str(D3))
+    try:
+        result = asyncio.run(
+            measure_round_trip(
+                get_backend("sounddevice"), StreamSettings(RATE, DEV, DEV), repeats=3,
+                max_latency_s=0.2,
+            )
+        )  # fmt: skip
+        CalibrationStore(store).save(result.as_dict())
+    finally:
+        room.close()
+    del period
+    room = Room("--rig", me, "--own-gain-db", "-6", "--d3", str(D3 + 9600))
+    try:
+        cal_file = tmp_path / "path.json"
+        cal_file.write_text(json.dumps({**result.as_dict(), "impulse_response": None}))
+        m = asyncio.run(_rollout(tmp_path, store, cal_file, "auto"))
+    finally:
+        room.close()
+    echo = m["own_echo"]
+    assert echo["flagged"], echo
+    assert m["timing_valid"] is False
+    assert any("the device cannot be told from the rig" in r or "ERLE" in r or "enhancement" in r
+               for r in m["rig_timing"]["reasons"]), m["rig_timing"]["reasons"]  # fmt: skip
+    assert echo["erle_db"] is not None and echo["erle_db"] < 10
