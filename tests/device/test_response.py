@@ -1,10 +1,16 @@
 """The calibration keeps the path's impulse response: recovered from a synthetic recording."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from rig.device.calibrate import find_probe, log_chirp, probe_train
+from rig.device.calibration import load_echo_response
+from rig.device.calibration_store import CalibrationStore, PathKey
 from rig.device.response import ImpulseResponse, measure_response
+from rig.errors import ConfigError
 
 RATE = 48_000
 
@@ -45,3 +51,22 @@ def test_the_response_of_a_known_room_comes_back() -> None:
 def _band(rate: int, lo: float, hi: float) -> np.ndarray:
     f = np.fft.rfftfreq(rate, 1 / rate)
     return ((f >= lo) & (f <= hi)).astype(float)
+
+
+def test_the_canceller_takes_the_response_stored_for_exactly_this_path(tmp_path: Path) -> None:
+    key = PathKey("sounddevice", "JACK", "mic", "spk", RATE, 0, "high", False)
+    ir = ImpulseResponse(RATE, 38.0, (0.0, 0.5, 0.1))
+    doc = {**key.as_dict(), "round_trip_ms": 40.0, "impulse_response": ir.as_dict()}
+    with pytest.raises(ConfigError, match="run `rig calibrate"):
+        load_echo_response("auto", key, tmp_path)
+    CalibrationStore(tmp_path).save(doc)
+    got = load_echo_response("auto", key, tmp_path)
+    assert got.response == ir and got.round_trip_ms == 40.0
+    f = tmp_path / "old.json"
+    f.write_text(json.dumps({**doc, "impulse_response": None}))
+    with pytest.raises(ConfigError, match="no impulse response"):
+        load_echo_response(str(f), key)
+    other = PathKey("sounddevice", "JACK", "mic", "spk", 16_000, 0, "high", False)
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="measured on another path"):
+        load_echo_response(str(f), other)
