@@ -47,7 +47,7 @@ RATE = 48_000
 DEV = "JACK:system"
 WAV = os.path.join("rig", "data", "turn_what.wav")
 D1, D2, D3 = 240, 480, 1920  # 5, 10 and 40 ms
-ATTEMPTS = 3
+ATTEMPTS = 4
 ROOT = Path(__file__).resolve().parents[2]
 
 
