@@ -128,7 +128,7 @@ def _start_dut(tmp_path: Path, room: Room, *knobs: str) -> tuple[subprocess.Pope
 
 
 async def _rollout(
-    tmp_path: Path, store: Path, cal_file: Path, cancel: str | None
+    tmp_path: Path, store: Path, cal_file: Path | None, cancel: str | None, max_s: float = 20
 ) -> dict[str, Any]:
     clock = MonotonicClock()
     writer = RecordingWriter()
@@ -138,12 +138,12 @@ async def _rollout(
     transport = DeviceTransport(
         DeviceOptions(output=DEV, input=DEV),
         clock,
-        calibration=str(cal_file),
+        calibration="none" if cal_file is None else str(cal_file),
         calibration_store=store,
         cancel_own_echo=cancel,
     )
     plan = PlanBuilder(RATE).add_silence(0.3).add_wav(WAV, "what").build()
-    cfg = SessionConfig(drain_quiet_s=0.6, max_s=20)
+    cfg = SessionConfig(drain_quiet_s=0.6, max_s=max_s)
     try:
         # as the runner streams: the GIL back every 1 ms, the loop and its helpers real time
         with realtime.streaming(), realtime.scheduling(3):
@@ -270,3 +270,55 @@ def test_a_room_that_moved_since_calibration_is_flagged_not_timed(tmp_path: Path
     assert any("the device cannot be told from the rig" in r or "ERLE" in r or "enhancement" in r
                for r in m["rig_timing"]["reasons"]), m["rig_timing"]["reasons"]  # fmt: skip
     assert echo["erle_db"] is not None and echo["erle_db"] < 10
+
+
+@pytest.mark.parametrize("sensitive", [False, True], ids=["default", "self-echo-sensitive"])
+def test_the_device_hears_itself_through_the_room(tmp_path: Path, sensitive: bool) -> None:
+    """The DUT's own output back to its own input (-6 dB, 40 ms): `rig sim` ignores its own
+    echo by default and yields to it with --self-echo-sensitive (its truth log says so), and
+    the rig hears the reply cut short exactly then."""
+    _need_jack()
+    from tests.support.jackroom import portaudio_client_name
+
+    room = Room(
+        "--rig", portaudio_client_name(), "--d1", str(D1), "--d2", str(D2),
+        "--dut-self-gain-db", "-6", "--d4", str(D3),
+    )  # fmt: skip
+    dut = None
+    try:
+        knobs = ["--latency-ms", "0", "--endpoint-silence-ms", "300", "--reply-s", "1.5"]
+        dut, truth_path = _start_dut(
+            tmp_path, room, *knobs, *(["--self-echo-sensitive"] if sensitive else [])
+        )
+        m = asyncio.run(_rollout(tmp_path, tmp_path / "cal", None, None, max_s=8))
+    finally:
+        if dut is not None:
+            dut.send_signal(2)
+            dut.wait(10)
+        room.close()
+    # the sensitive sim answers its own echo again and again: only the cap ends that rollout
+    assert m["status"] == ("timed_out" if sensitive else "ok"), m.get("reason")
+    truth = read_truth(str(truth_path))
+    cancels = [t for t in truth if t["event"] == "reply_cancel"]
+    heard_s = _heard_s(tmp_path / "raw" / "system.wav")
+    print(f"sensitive={sensitive}: {len(cancels)} cancels, reply heard for {heard_s:.2f} s")
+    if sensitive:
+        assert cancels, "the sensitive sim did not yield to its own echo"
+        assert heard_s < 1.2
+    else:
+        assert not cancels
+        assert heard_s == pytest.approx(1.5, abs=0.1)
+
+
+def _heard_s(path: Path) -> float:
+    """How long the first reply lasts on a capture (5 ms blocks above -40 dBFS, until the
+    first gap of 50 ms)."""
+    pcm, rate = read_wav(str(path))
+    n = rate // 200
+    blocks = pcm[: pcm.size // n * n].reshape(-1, n).astype(np.float64)
+    loud = np.flatnonzero(np.abs(blocks).max(axis=1) > 328)
+    if loud.size == 0:
+        return 0.0
+    gaps = np.flatnonzero(np.diff(loud) > 10)
+    last = loud[gaps[0]] if gaps.size else loud[-1]
+    return float((last - loud[0] + 1) * n / rate)
