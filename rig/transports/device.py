@@ -270,6 +270,7 @@ def device_factory(
     calibration: str = "auto",
     store: str | Path | None = None,
     cancel_own_echo: str | None = None,
+    noise: NoiseOptions | None = None,
 ) -> Any:
     """A `RolloutSpec.make_transport` for the device transport."""
 
@@ -280,6 +281,7 @@ def device_factory(
             calibration=calibration,
             calibration_store=store,
             cancel_own_echo=cancel_own_echo,
+            noise=noise,
         )
 
     return make
