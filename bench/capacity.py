@@ -53,7 +53,7 @@ from runstats import RATE, lateness_summary_ms, rss_kb, tone_specs, uplink_laten
 from rig import realtime
 from rig.clock.base import MonotonicClock
 from rig.recordings.writer import RecordingWriter
-from rig.runner import Runner
+from rig.runs.runner import Runner, RunnerSettings
 
 FRAME_NS = 20_000_000
 BOUND_P99_MS = 5.0
@@ -142,9 +142,7 @@ async def rig_step(
     window_s, header_every = WRITERS[writer]
     runner = Runner(
         out,
-        concurrency=n,
-        connect_concurrency=16,
-        rt_priority=rt,
+        RunnerSettings(concurrency=n, connect_concurrency=16, rt_priority=rt),
         writer=RecordingWriter(batch_window_s=window_s, header_every=header_every),
     )
     cpu0, sim0 = self_cpu_s(), tree_cpu_s(sim_pid)

@@ -40,7 +40,7 @@ from typing import Any
 from runstats import lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
 
 from rig import realtime
-from rig.runner import Runner
+from rig.runs.runner import Runner, RunnerSettings
 
 
 async def one_run(
@@ -63,7 +63,10 @@ async def one_run(
 
     w = asyncio.create_task(watch())
     runner = Runner(
-        out, concurrency=n, connect_concurrency=16, rt_priority=rt_priority, asr_model=asr_model
+        out,
+        RunnerSettings(
+            concurrency=n, connect_concurrency=16, rt_priority=rt_priority, asr_model=asr_model
+        ),
     )
     result = await runner.run(specs)
     w.cancel()

@@ -39,7 +39,7 @@ from rig.core.units import NS_PER_MS  # noqa: E402
 from rig.dialects import get_dialect  # noqa: E402
 from rig.net.impair import parse_impair  # noqa: E402
 from rig.relay.process import TcpRelay  # noqa: E402
-from rig.runner import RolloutSpec, Runner  # noqa: E402
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings  # noqa: E402
 from rig.session import SessionConfig  # noqa: E402
 from rig.transports.websocket import WebSocketTransport  # noqa: E402
 from tests.fakes.harness import tone_plan  # noqa: E402
@@ -97,7 +97,9 @@ async def rollouts(
         plan = tone_plan(16_000, turns=turns, turn_s=0.6, gap_s=1.6)
         cfg = SessionConfig(drain_quiet_s=0.8, max_s=60, path_interval_s=path_interval_s)
         specs = [RolloutSpec(f"r{i}", plan, make, {}, {}, cfg) for i in range(jobs)]
-        runner = Runner(tmp, run_id="run", concurrency=jobs, rt_priority=rt_priority)
+        runner = Runner(
+            tmp, RunnerSettings(run_id="run", concurrency=jobs, rt_priority=rt_priority)
+        )
         try:
             await runner.run(specs)
         finally:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec
+from rig.runs.runner import RolloutSpec
+from rig.runs.specs import ws_factory
 from rig.session import SessionConfig
 
 RATE = 16_000

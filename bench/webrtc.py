@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.clock.base import MonotonicClock
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling
 
@@ -530,7 +530,9 @@ async def level(
     ]
     run_id = f"{'ws' if url.startswith('ws') else 'rtc'}{n}-{os.urandom(3).hex()}"
     runner = Runner(
-        out, run_id=run_id, concurrency=n, clock=MonotonicClock(), rt_priority=rt_priority
+        out,
+        RunnerSettings(run_id=run_id, concurrency=n, rt_priority=rt_priority),
+        clock=MonotonicClock(),
     )
     sim0 = proc_cpu_s(sim_pid)
     t0, wall0, loop0 = os.times(), time.monotonic(), time.thread_time()

@@ -8,11 +8,9 @@ Installed as the distribution `rig-voice` (`pip install rig-voice`); the import 
 the command are `rig`.
 """
 
-#: the one version string: pyproject.toml reads it (setuptools dynamic version), and
-#: `rig --version`, the run manifest and the Pipecat client metadata print it
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from rig.version import __version__
 
 if TYPE_CHECKING:  # the public API (rig.api), imported on first use: `import rig` stays light
     from rig.api import RolloutResult, RunResult, RunTables, load_run, run, run_async

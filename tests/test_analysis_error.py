@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import rig
-from rig import runner as runner_mod
 from rig.childproc import AnalysisWorker
 from rig.cli import main
+from rig.runs import runner as runner_mod
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime

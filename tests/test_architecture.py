@@ -22,9 +22,10 @@ MAX_LINES = 500
 #: layers, lowest first: a module may import from its own package and from lower layers;
 #: packages side by side in one layer never import each other
 LAYERS: list[tuple[str, ...]] = [
-    ("rig", "rig.errors"),  # `rig`: the package root alone (__version__)
-    # secrets, untrusted JSON, ranges, ids, shard assignment
-    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio"),
+    ("rig.version",),  # __version__, the ground floor: it imports nothing
+    ("rig", "rig.errors"),  # `rig`: the package root alone (re-exports; __version__)
+    # secrets, untrusted JSON, ranges, ids, shard assignment, the status table
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio", "rig.status"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     # runtime clocks, peer-clock fits, wire; input conditions (level, noise, line); the echo
@@ -33,14 +34,22 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.dialects", "rig.recordings", "rig.analysis", "rig.device", "rig.telemetry", "rig.net"),
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.scoring"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
+    ("rig.sessionlink",),  # a rollout's sends under deadlines, listening loops and close
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
-    # many rollouts (the proxy's: one per connection); the relay; shards, Ray
-    ("rig.runner", "rig.proxy", "rig.relay", "rig.scaleout"),
-    ("rig.workers",),  # one command sharded over worker processes
-    ("rig.cli",),
-    ("rig.api",),  # rig.run / rig.run_async over `rig run`'s own path; rig.load_run
+    # the proxy (a rollout per connection); the relay process; shards merged, Ray
+    ("rig.proxy", "rig.relay", "rig.scaleout"),
+    # a run as a library object: RunConfig, specs, runner, workers, engine, live side
+    ("rig.runs",),
+    # the two front-ends of a run, siblings that never import each other: `rig ...` and
+    # rig.run / rig.run_async / rig.load_run
+    ("rig.cli", "rig.api"),
     ("rig.__main__",),
 ]
+#: the front-ends: clients of the library, never of each other
+FRONT_ENDS = ("rig.cli", "rig.api")
+#: rig.runs modules the CLI imports when it builds its parser (option defaults, --impair):
+#: like rig.cli itself, they import what a check needs inside the function
+PARSER_TIME = ("rig.runs.config", "rig.runs.records", "rig.runs.sweep", "rig.runs.relays")
 #: imported inside functions on purpose: optional extras, and rig modules that need one
 LAZY_OK = {
     "aiortc",  # extra: webrtc
@@ -64,6 +73,7 @@ LAZY_OK = {
     "rig.transports.webrtc",  # imports aiortc
     "rig.sim.webrtc_server",  # imports aiortc
     "rig.scaleout.ray_engine",  # imports ray
+    "rig.reporting.otel",  # imports opentelemetry
 }
 
 #: the package root re-exports the public API (rig.run, rig.load_run, ...) on first use
@@ -181,7 +191,7 @@ def test_nothing_imports_from_a_higher_layer_or_a_sibling_package() -> None:
 def test_imports_sit_at_module_top_unless_an_extra_needs_them_lazily() -> None:
     bad = []
     for mod in sorted(_modules()):
-        if mod == "rig.cli" or mod.startswith("rig.cli."):
+        if mod == "rig.cli" or mod.startswith("rig.cli.") or mod in PARSER_TIME:
             continue  # commands import their stack in run() (docs/architecture.md)
         for name, nested, line in _imports(mod):
             if not nested:
@@ -195,6 +205,29 @@ def test_imports_sit_at_module_top_unless_an_extra_needs_them_lazily() -> None:
             if not allowed and not (head == "rig" and _resolve(name) is None):
                 bad.append(f"{mod}:{line} imports {name} inside a function")
     assert bad == [], "\n".join(bad)
+
+
+def test_the_cli_and_the_api_never_import_each_other() -> None:
+    bad = []
+    for mod, deps in sorted(_rig_edges().items()):
+        mine = next((f for f in FRONT_ENDS if mod == f or mod.startswith(f + ".")), None)
+        for dep in deps:
+            other = next((f for f in FRONT_ENDS if dep == f or dep.startswith(f + ".")), None)
+            if mine is not None and other is not None and other != mine:
+                bad.append(f"{mod} imports {dep}")
+    assert bad == [], "\n".join(bad)
+
+
+def test_only_the_cli_reads_a_run_namespace() -> None:
+    """A run is a RunConfig below the CLI: no `getattr(args, ...)` probes anywhere in rig/
+    (the CLI turns its Namespace into a RunConfig in one function, rig.cli.runopts)."""
+    bad = [
+        f"{mod}:{n}"
+        for mod, path in sorted(_modules().items())
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "getattr(args" in line
+    ]
+    assert bad == [], bad
 
 
 def test_no_module_is_longer_than_the_limit() -> None:

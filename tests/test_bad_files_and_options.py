@@ -23,7 +23,7 @@ from rig.core.plan import PlanBuilder
 from rig.errors import AudioInputError, ConfigError, ScenarioError
 from rig.ids import check_id, safe_id
 from rig.reporting.summary import load_rollouts, summary_table
-from rig.runner import RolloutSpec, Runner, rollout_done
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings, rollout_done
 from rig.scenarios.fileformat import build_items
 
 
@@ -45,13 +45,13 @@ def test_good_ids_pass_and_wav_stems_are_made_safe() -> None:
 
 def test_runner_refuses_unsafe_run_and_rollout_ids(tmp_path) -> None:
     with pytest.raises(ConfigError, match="run-id"):
-        Runner(str(tmp_path), run_id="../../escape")
+        Runner(str(tmp_path), RunnerSettings(run_id="../../escape"))
     plan = PlanBuilder(16_000).add_silence(0.1).build()
     spec = RolloutSpec("../up", plan, lambda c, g: None, {}, {})  # type: ignore[arg-type,return-value]
     import asyncio
 
     with pytest.raises(ConfigError, match="rollout id"):
-        asyncio.run(Runner(str(tmp_path), run_id="ok").run([spec]))
+        asyncio.run(Runner(str(tmp_path), RunnerSettings(run_id="ok")).run([spec]))
     assert not (tmp_path / "up").exists() and not (tmp_path / "ok" / "up").exists()
 
 
@@ -201,7 +201,7 @@ def test_runner_without_analysis_keeps_the_real_finishing_error(tmp_path) -> Non
         f"""
         import asyncio, json
         from rig.core.plan import PlanBuilder
-        from rig.runner import RolloutSpec, Runner
+        from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
         from rig.dialects.rawpcm import RawPcmDialect
         from rig.transports.websocket import WebSocketTransport
 
@@ -210,7 +210,8 @@ def test_runner_without_analysis_keeps_the_real_finishing_error(tmp_path) -> Non
 
         plan = PlanBuilder(16000).add_silence(0.1).build()
         spec = RolloutSpec("r", plan, make, {{}}, {{}})
-        runner = Runner({str(tmp_path)!r}, run_id="a", analyze=False, analysis_timeout_s=1e-9)
+        settings = RunnerSettings(run_id="a", analyze=False, analysis_timeout_s=1e-9)
+        runner = Runner({str(tmp_path)!r}, settings)
         out = asyncio.run(runner.run([spec]))
         print(json.dumps(out["results"]["r"]))
         """

@@ -10,7 +10,7 @@ from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
 from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, RunHooks, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import SimServer
@@ -68,7 +68,9 @@ async def test_one_bad_rollout_never_takes_down_the_others(tmp_path) -> None:
         urls[name] = f"ws://127.0.0.1:{next(iter(s.sockets)).getsockname()[1]}"
     urls["refused"] = "ws://127.0.0.1:9"  # nothing listens on the discard port
     specs = [_spec("good", good_url)] + [_spec(n, u) for n, u in urls.items()]
-    runner = Runner(str(tmp_path), run_id="r", concurrency=5, clock=MonotonicClock())
+    runner = Runner(
+        str(tmp_path), RunnerSettings(run_id="r", concurrency=5), clock=MonotonicClock()
+    )
     result = await runner.run(specs)
     st = {k: v["status"] for k, v in result["results"].items()}
     assert st == {
@@ -98,10 +100,14 @@ async def test_resume_redoes_only_failed_rollouts(tmp_path) -> None:
     good = SimServer(SimConfig(latency_ms=100, endpoint_silence_ms=300, reply_s=0.3))
     url = await good.start()
     specs = [_spec("a", url), _spec("b", "ws://127.0.0.1:9")]
-    await Runner(str(tmp_path), run_id="r", concurrency=2).run(specs)
+    await Runner(str(tmp_path), RunnerSettings(run_id="r", concurrency=2)).run(specs)
     specs = [_spec("a", url), _spec("b", url)]
     lines = []
-    await Runner(str(tmp_path), run_id="r", concurrency=2, progress=lines.append).run(specs)
+    await Runner(
+        str(tmp_path),
+        RunnerSettings(run_id="r", concurrency=2),
+        hooks=RunHooks(progress=lines.append),
+    ).run(specs)
     assert "a: already done, skipped" in lines
     assert (tmp_path / "r" / "rollouts" / "b.failed-1").is_dir()
     m = json.loads((tmp_path / "r" / "rollouts" / "b" / "metrics.json").read_text())

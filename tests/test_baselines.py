@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rig.cli.common import ws_factory
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.scenarios.builtin import data_path
 from rig.scenarios.fileformat import load_scenario_file
 from rig.session import SessionConfig
@@ -73,7 +73,9 @@ async def _run_all(
                 )
                 for it in items
             ]
-        await Runner(str(tmp / "out"), run_id="r", concurrency=len(specs)).run(specs)
+        await Runner(str(tmp / "out"), RunnerSettings(run_id="r", concurrency=len(specs))).run(
+            specs
+        )
     finally:
         for server in servers.values():
             await server.stop()

@@ -26,6 +26,7 @@ from rig.core.plan import PlanBuilder, UserPlan
 from rig.core.units import NS_PER_S
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.truth import read_truth
 from rig.transports.websocket import WebSocketTransport
@@ -63,7 +64,7 @@ async def _rollout(tmp_path: Path, url: str, turns: int) -> tuple[Session, dict[
     cfg = SessionConfig(drain_quiet_s=0.6, max_s=30, probe_interval_s=0.1)
     s = Session("r", transport, _plan(turns), rec, clock, cfg)
     try:
-        m = await s.run()
+        m = await run_alone(s)
     finally:
         writer.close()
     return s, m
@@ -193,7 +194,7 @@ async def test_without_probes_the_split_is_refused_with_a_reason(tmp_path: Path)
         rec = writer.rollout(str(tmp_path / "r"), RATE)
         transport = WebSocketTransport(url, RawPcmDialect(RATE), clock)
         cfg = SessionConfig(drain_quiet_s=0.6, max_s=30, probe_interval_s=0.0)
-        m = await Session("r", transport, _plan(2), rec, clock, cfg).run()
+        m = await run_alone(Session("r", transport, _plan(2), rec, clock, cfg))
         writer.close()
     finally:
         proc.terminate()

@@ -27,6 +27,7 @@ from rig.dialects.rawpcm import RawPcmDialect
 from rig.errors import ProtocolError
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.server import SimConfig, SimServer
 from rig.transports.websocket import WebSocketTransport
@@ -106,7 +107,7 @@ async def test_every_exception_goes_through_the_close_path(
 ) -> None:
     side, exc, status = FAULTS[name]
     session, writer = await _session(tmp_path, sim_url, side, exc)
-    m = await session.run()
+    m = await run_alone(session)
     writer.close()
     assert m["status"] == status, m.get("reason")
     assert type(exc).__name__ in m["reason"] or str(exc) in m["reason"], m["reason"]

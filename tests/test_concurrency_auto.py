@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.session import SessionConfig
 from tests.support.simproc import start_sim, stop_sim
 
@@ -38,8 +38,9 @@ async def _run(url: str, out: str, concurrency: int) -> tuple[np.ndarray, Runner
                     SessionConfig(drain_quiet_s=0.3, max_s=30))
         for i in range(N)
     ]  # fmt: skip
-    runner = Runner(out, concurrency=concurrency, analyze=False, rt_priority=0,
-                    start_interval_s=0.0)  # fmt: skip
+    settings = RunnerSettings(concurrency=concurrency, analyze=False, rt_priority=0,
+                              start_interval_s=0.0)  # fmt: skip
+    runner = Runner(out, settings)
     result = await runner.run(specs)
     late = [
         lat

@@ -23,7 +23,7 @@ from rig.clock.base import MonotonicClock
 from rig.core.director import Drain, Pause, Play
 from rig.core.plan import UserPlan
 from rig.dialects import get_dialect
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import CAP_GRACE_S, SessionConfig
 from rig.sim.server import SimConfig, SimServer
 from rig.transports.websocket import WebSocketTransport
@@ -84,7 +84,7 @@ async def test_a_server_that_stops_reading_times_out_on_the_wall_clock(
     tmp_path: Path, dialect: str
 ) -> None:
     async with HostileServer("stop_reading", dialect=dialect) as srv:
-        runner = Runner(str(tmp_path), run_id="r", concurrency=1, analyze=False)
+        runner = Runner(str(tmp_path), RunnerSettings(run_id="r", concurrency=1, analyze=False))
         t = time.monotonic()
         spec = _spec("stuck", srv.url, dialect, max_s=4.0, speech_s=8.0, prefill_s=120.0)
         result = await runner.run([spec])
@@ -134,7 +134,9 @@ async def test_two_stuck_servers_never_hold_up_two_good_ones(tmp_path: Path) -> 
                 ),
             ]
             runner = Runner(
-                str(tmp_path), run_id="r", concurrency=4, analyze=False, clock=MonotonicClock()
+                str(tmp_path),
+                RunnerSettings(run_id="r", concurrency=4, analyze=False),
+                clock=MonotonicClock(),
             )
             t = time.monotonic()
             result = await runner.run(specs)
@@ -162,7 +164,7 @@ async def test_the_cap_holds_outside_the_paced_loop_a_silent_connect(tmp_path: P
     spec = _spec("silent", f"ws://127.0.0.1:{port}", "rig", max_s=2.0, speech_s=1.0)
     t = time.monotonic()
     try:
-        result = await Runner(str(tmp_path), run_id="r", analyze=False).run([spec])
+        result = await Runner(str(tmp_path), RunnerSettings(run_id="r", analyze=False)).run([spec])
     finally:
         silent.close()
     elapsed_s = time.monotonic() - t

@@ -21,6 +21,7 @@ from rig.core.plan import PlanBuilder, UserPlan
 from rig.core.units import NS_PER_S
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.truth import read_truth
 from rig.transports.websocket import WebSocketTransport
@@ -53,7 +54,7 @@ async def _run(tmp_path: Path, x_ms: int, y_ms: int, *knobs: str) -> tuple[Sessi
         gap_s = (x_ms + y_ms) / 1000 + 0.6
         s = Session("r", transport, _plan(3, gap_s), rec, clock, cfg)
         try:
-            m = await s.run()
+            m = await run_alone(s)
         finally:
             writer.close()
     finally:

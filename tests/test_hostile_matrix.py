@@ -24,7 +24,7 @@ from rig.core.director import Drain, Pause, Play
 from rig.core.plan import UserPlan
 from rig.dialects import get_dialect
 from rig.errors import ProtocolError
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.transports.websocket import WebSocketTransport
 from tests.support.hostile import DIALECTS, FAULTS, MARKUP, HostileServer
@@ -124,7 +124,9 @@ async def test_every_fault_in_every_dialect(
         servers = {
             f: await stack.enter_async_context(HostileServer(f, dialect=dialect)) for f in FAULTS
         }
-        runner = Runner(str(tmp_path), run_id="h", concurrency=len(FAULTS), analyze=False)
+        runner = Runner(
+            str(tmp_path), RunnerSettings(run_id="h", concurrency=len(FAULTS), analyze=False)
+        )
         result = await runner.run([_spec(dialect, f, s.url) for f, s in servers.items()])
     got = {f: result["results"][f]["status"] for f in FAULTS}
     wrong = {
@@ -217,7 +219,9 @@ async def test_every_fault_in_webrtc_signalling(tmp_path: Path, shape: str) -> N
             f: await stack.enter_async_context(HostileSignalling(f, shape=shape))
             for f in SIGNALLING_FAULTS
         }
-        runner = Runner(str(tmp_path), run_id="w", concurrency=len(servers), analyze=False)
+        runner = Runner(
+            str(tmp_path), RunnerSettings(run_id="w", concurrency=len(servers), analyze=False)
+        )
         result = await runner.run([spec(f, s.url) for f, s in servers.items()])
     got = {f: (result["results"][f]["status"], result["results"][f].get("reason")) for f in servers}
     wrong = {f: g for f, g in got.items() if g[0] != SIGNALLING_EXPECTED[(shape, f)]}

@@ -15,7 +15,7 @@ from rig.audio.source import tone
 from rig.cli import main
 from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.transports.websocket import WebSocketTransport
 from tests.support.hostile import HostileServer
@@ -56,7 +56,7 @@ async def test_every_fault_is_named_and_nothing_recorded_is_lost(
     async with AsyncExitStack() as stack:
         servers = {f: await stack.enter_async_context(HostileServer(f)) for f in EXPECTED}
         result = await Runner(
-            str(tmp_path), run_id="h", concurrency=len(EXPECTED), analyze=False
+            str(tmp_path), RunnerSettings(run_id="h", concurrency=len(EXPECTED), analyze=False)
         ).run([_spec(f, s.url) for f, s in servers.items()])
     for fault, want in EXPECTED.items():
         m = result["results"][fault]

@@ -18,9 +18,9 @@ import pytest
 
 from rig import realtime
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.session import SessionConfig
 from tests.support.simproc import start_sim, stop_sim
 
@@ -112,8 +112,8 @@ def test_a_run_starts_no_thread_from_the_loop_while_streaming(
                         SessionConfig(drain_quiet_s=1.0, max_s=20))
             for i in range(6)
         ]  # fmt: skip
-        runner = Runner(str(tmp_path), run_id="r", concurrency=6, analyze=False,
-                        start_interval_s=0.0)  # fmt: skip
+        settings = RunnerSettings(run_id="r", concurrency=6, analyze=False, start_interval_s=0.0)
+        runner = Runner(str(tmp_path), settings)
 
         async def main() -> tuple[int, dict[str, str]]:
             result = await runner.run(specs)

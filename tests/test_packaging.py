@@ -358,7 +358,9 @@ def test_bare_install_runs_the_demo(bare: BareVenv) -> None:
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     log = bare.root / "demo.log"
     log.write_text(r.stdout)
-    check = bare.py(str(REPO / "scripts" / "ci" / "check_demo.py"), str(log))
+    check = bare.py(
+        str(REPO / "scripts" / "ci" / "check_demo.py"), str(log), str(REPO / "README.md")
+    )
     assert check.returncode == 0, check.stderr + r.stdout
     r = bare.rig("scenarios")
     assert r.returncode == 0 and "builtin:demo" in r.stdout, r.stderr

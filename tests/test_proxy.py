@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
+from rig.core.live import fields_of
 from rig.protocol import rawpcm
 from rig.proxy import RecordingProxy, upstream_for
 from rig.sim.engine import SimConfig
@@ -147,7 +148,7 @@ async def test_openai_client_through_the_proxy_with_a_barge_in(tmp_path) -> None
     seen: list[tuple[str, str, dict[str, Any]]] = []
 
     def publisher(rid: str) -> Any:
-        return lambda kind, data: seen.append((rid, kind, data))
+        return lambda e: seen.append((rid, e.kind, fields_of(e)))
 
     async with FakeRealtimeServer(reply_s=1.5, model_delay_s=0.2) as srv:
         proxy = RecordingProxy(srv.url, str(tmp_path / "px"), dialect="openai",

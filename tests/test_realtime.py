@@ -214,7 +214,7 @@ async def test_runner_records_and_says_when_it_runs_without_real_time(
 ) -> None:
     import json
 
-    from rig.runner import Runner
+    from rig.runs.runner import RunHooks, Runner, RunnerSettings
 
     def refuse(*_: object) -> None:
         raise PermissionError(errno.EPERM, "Operation not permitted")
@@ -222,7 +222,11 @@ async def test_runner_records_and_says_when_it_runs_without_real_time(
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     lines: list[str] = []
-    runner = Runner(str(tmp_path), run_id="r", rt_priority=3, analyze=False, progress=lines.append)
+    runner = Runner(
+        str(tmp_path),
+        RunnerSettings(run_id="r", rt_priority=3, analyze=False),
+        hooks=RunHooks(progress=lines.append),
+    )
     await runner.run([])
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["scheduling"]["policy"] == "default"

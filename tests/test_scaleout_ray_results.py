@@ -145,3 +145,33 @@ async def test_the_drivers_live_view_draws_every_shards_rollouts(fleet) -> None:
     assert "6/6 done" in screen and "all done" in screen, screen[-6000:]  # its final frame
     for rid in IDS:
         assert rid in screen, screen
+
+
+def test_the_ray_engine_runs_from_python_too(fleet, tmp_path: Path) -> None:
+    """`rig.run(..., engine="ray")`: the shards get the run's config as JSON (no command line
+    to re-run), so a run built from keywords shards and merges as `rig run --engine ray`."""
+    address, url, _ = fleet
+    script = (
+        "import json, sys, rig\n"
+        "r = rig.run('builtin:demo', target=sys.argv[1], out=sys.argv[2], run_id='py',\n"
+        "            engine='ray', ray_address=sys.argv[3], shards=2, repeat=2,\n"
+        "            drain_quiet_s=0.4, headless=True)\n"
+        "print(json.dumps({'statuses': r.statuses, 'code': r.exit_code}))\n"
+    )
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-c", script, url, str(out), address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(got["statuses"]) == sorted(IDS)
+    assert set(got["statuses"].values()) == {"ok"}
+    manifest = json.loads((out / "py" / "manifest.json").read_text())
+    assert manifest["engine"]["name"] == "ray" and len(manifest["engine"]["shards"]) == 2
+    assert manifest["config"]["command"] == "run" and manifest["config"]["scenario"] == (
+        "builtin:demo"
+    )

@@ -11,6 +11,7 @@ import pytest
 
 from rig.audio.source import tone
 from rig.clock.base import FakeClock, MonotonicClock
+from rig.core.live import fields_of
 from rig.core.plan import PlanBuilder
 from rig.core.selfcheck import FigureBounds, LoopStats, TimingTolerance, figure_bounds, judge
 from rig.loopwatch import (
@@ -21,6 +22,7 @@ from rig.loopwatch import (
     schedstat_path,
 )
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from tests.support.memsystem import MemorySystem
@@ -54,14 +56,16 @@ async def _session(tmp_path, clock, publish=None):
     system = MemorySystem(clock, SimConfig(latency_ms=200, endpoint_silence_ms=300))
     cfg = SessionConfig(start_lead_ms=0, drain_quiet_s=1.0)
     s = Session("r", system, _plan(), rec, clock, cfg, publish)
-    m = await s.run()
+    m = await run_alone(s)
     writer.close()
     return m
 
 
 async def test_virtual_time_without_lag_is_valid(tmp_path) -> None:
     done = []
-    m = await _session(tmp_path, FakeClock(0), lambda k, d: done.append(d) if k == "status" else 0)
+    m = await _session(
+        tmp_path, FakeClock(0), lambda e: done.append(fields_of(e)) if e.kind == "status" else 0
+    )
     assert m["status"] == "ok" and m["timing_valid"] is True, m["rig_timing"]
     loop = m["rig_timing"]["loop"]
     assert loop["ticks"] > 100 and loop["lag_max_ms"] <= 0.25
@@ -72,7 +76,9 @@ async def test_virtual_time_without_lag_is_valid(tmp_path) -> None:
 async def test_injected_loop_lag_makes_the_rollout_invalid_and_keeps_its_status(tmp_path) -> None:
     done = []
     clock = LaggyClock(0, 8 * MS, (0, 10**12))  # every wake 8 ms late
-    m = await _session(tmp_path, clock, lambda k, d: done.append(d) if k == "status" else 0)
+    m = await _session(
+        tmp_path, clock, lambda e: done.append(fields_of(e)) if e.kind == "status" else 0
+    )
     assert m["status"] == "ok"  # the conversation went fine; the rig's clockwork did not
     assert m["timing_valid"] is False
     reasons = " | ".join(m["rig_timing"]["reasons"])

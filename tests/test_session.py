@@ -11,6 +11,7 @@ from rig.core.director import Drain, Pause, Play
 from rig.core.plan import PlanBuilder, UserPlan
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from tests.support.memsystem import MemorySystem
@@ -29,7 +30,7 @@ async def _run(tmp_path, system, plan, cfg=None):
     writer.start()
     rec = writer.rollout(str(tmp_path / "r"), 16_000)
     s = Session("r", system, plan, rec, clock, cfg or SessionConfig(start_lead_ms=0))
-    m = await s.run()
+    m = await run_alone(s)
     writer.close()
     return s, m
 

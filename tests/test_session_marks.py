@@ -17,6 +17,7 @@ from rig.core.director import Drain, Pause, Play
 from rig.core.plan import UserPlan
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.scenarios.fileformat import load_scenario_file
 from rig.scenarios.importer import read_points, suite_document, to_toml
 from rig.session import Session, SessionConfig
@@ -40,7 +41,7 @@ async def _run(tmp_path, system, plan, cfg, rid="r", meta=None):
     writer = RecordingWriter()
     writer.start()
     rec = writer.rollout(str(tmp_path / rid), RATE)
-    m = await Session(rid, system, plan, rec, system.clock, cfg, meta=meta).run()
+    m = await run_alone(Session(rid, system, plan, rec, system.clock, cfg, meta=meta))
     writer.close()
     return m, tmp_path / rid
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rig import workers
 from rig.errors import ConfigError
+from rig.runs import workers
+from rig.runs.config import RunConfig
 from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
 from tests.support.wait import wait_for
@@ -173,20 +174,27 @@ def parsed(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["run", "x.wav", *argv])
 
 
+def cfg(*argv: str) -> RunConfig:
+    """The RunConfig `rig run x.wav ARGV` builds."""
+    from rig.cli.runopts import config_from_args
+
+    return config_from_args(parsed(*argv))
+
+
 def test_workers_option_auto_by_default_and_where_one_process_must_run() -> None:
-    from rig.cli.capacity import resolve_workers
+    from rig.runs.sharded import resolve_workers
 
     per = workers.PER_LOOP_ROLLOUTS
     many = str(4 * per)
     cores = workers.usable_cores()
     assert parsed().workers == "auto"
-    assert resolve_workers(parsed("--concurrency", many), 4 * per) == min(cores, 4)
-    assert resolve_workers(parsed("--concurrency", "3"), 4 * per) == 1
-    assert resolve_workers(parsed("--workers", "3"), 2) == 2  # never more than rollouts
+    assert resolve_workers(cfg("--concurrency", many), 4 * per) == min(cores, 4)
+    assert resolve_workers(cfg("--concurrency", "3"), 4 * per) == 1
+    assert resolve_workers(cfg("--workers", "3"), 2) == 2  # never more than rollouts
     for one in (["--transport", "device"], ["--device-clock", "d"], ["--shard", "0/2"]):
-        assert resolve_workers(parsed("--concurrency", many, *one), 4 * per) == 1
+        assert resolve_workers(cfg("--concurrency", many, *one), 4 * per) == 1
         with pytest.raises(ConfigError, match="needs one process"):
-            resolve_workers(parsed("--workers", "2", *one), 4 * per)
+            resolve_workers(cfg("--workers", "2", *one), 4 * per)
     with pytest.raises(SystemExit):
         parsed("--workers", "many")
 
@@ -280,7 +288,7 @@ def test_webrtc_rollouts_through_two_workers(tmp_path: Path) -> None:
 
 CHILD = """
 import asyncio, sys, time
-from rig.workers import wait_for_start
+from rig.runs.workers import wait_for_start
 time.sleep(float(sys.argv[2]))
 print(time.monotonic_ns(), flush=True)  # ready
 asyncio.run(wait_for_start(int(sys.argv[1])))

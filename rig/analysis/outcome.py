@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rig.core.metrics import FINAL_OK
+from rig.status import is_done
 
 ANALYSIS_ERROR = "analysis_error"
 
@@ -37,7 +37,7 @@ def settle_analysis(metrics: dict[str, Any], error: str | None = None) -> dict[s
     why = error if error is not None else analysis_failure(metrics)
     if why is None:
         return metrics
-    if metrics.get("status") not in FINAL_OK:
+    if not is_done(metrics.get("status")):  # ended in an error: that status says more
         return {**metrics, "analysis_error": why}
     return {
         **metrics,

@@ -14,10 +14,7 @@ from rig.analysis.rollout import read_json
 from rig.analysis.tables import RunTables, load_tables
 from rig.reporting.summary import load_rollouts
 from rig.reporting.why import exit_line, rollout_why, why_text
-
-#: exit statuses, as the command line's (rig.cli: 0 every rollout ok, 3 one is not)
-EXIT_OK = 0
-EXIT_ROLLOUTS_FAILED = 3
+from rig.status import exit_verdict, is_ok
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class RolloutResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return is_ok(self.status)
 
     @property
     def why(self) -> str | None:
@@ -89,15 +86,17 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.stop_reason is None and all(
-            r.ok and r.timing_valid is not False for r in self.rollouts
-        )
+        return self.exit_code == 0
 
     @property
     def exit_code(self) -> int:
         """What `rig run` exits with for this run: 0 ok, 3 a rollout not ok, its timing not
-        valid, or the run stopped early."""
-        return EXIT_OK if self.ok else EXIT_ROLLOUTS_FAILED
+        valid, or the run stopped early (rig.status.exit_verdict)."""
+        return exit_verdict(
+            (r.status for r in self.rollouts),
+            timing_valid=(r.timing_valid for r in self.rollouts),
+            stopped=self.stop_reason is not None,
+        )
 
     @property
     def why(self) -> str:

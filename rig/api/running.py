@@ -1,9 +1,10 @@
 """`rig.run_async` / `rig.run`: `rig run` from Python, with the same defaults and checks.
 
-Both build the namespace `rig run SCENARIO --option ...` would parse (rig.api.options) and
-run it through the CLI's own path (`rig.cli.run.prepare`, then the runner): the manifest,
-the run directory and every check are the command's; only the exit code becomes a
-`RunResult`. `run_async` runs in the caller's event loop (an async test); `run` starts one.
+Both build the RunConfig `rig run SCENARIO --option ...` would (rig.api.options) and run it
+through the library's one path (rig.runs.launch: prepare, then this process, `workers=N`
+processes or an engine), exactly as the command does: the manifest, the run directory and
+every check are the same; only the exit code becomes a `RunResult`. `run_async` runs in the
+caller's event loop (an async test); `run` starts one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rig.api.options import namespace
+from rig.api.options import config
 from rig.api.result import RunResult
-from rig.cli import run as run_cmd
 from rig.errors import ConfigError
+from rig.runs import launch
 
 
 async def run_async(
@@ -31,12 +32,14 @@ async def run_async(
     `options` are `rig run`'s options by their long names with `_` for `-` (`concurrency=3`,
     `max_s=30.0`, `out="recordings"`, `run_id=...`, `dialect_options={"model": ...}`);
     an unknown option or a bad value raises `rig.errors.ConfigError`, as the CLI exits 2.
-    Rollouts that fail do not raise: they are in the result with their status and reason.
+    `workers=N` shards the run over N processes and `engine="ray"` over a Ray cluster, as
+    on the command line (each gets the config as JSON). Rollouts that fail do not raise:
+    they are in the result with their status and reason.
     """
-    args = namespace(scenario, {"target": target, "transport": transport, "dialect": dialect,
-                                **options})  # fmt: skip
-    runner = await run_cmd.run_async(args)
-    return await asyncio.to_thread(RunResult.from_dir, runner.run_dir, runner.stop_reason)
+    cfg = config(scenario, {"target": target, "transport": transport, "dialect": dialect,
+                            **options})  # fmt: skip
+    outcome = await launch.run_async(cfg)
+    return await asyncio.to_thread(RunResult.from_dir, outcome.run_dir, outcome.stop_reason)
 
 
 def run(

@@ -22,11 +22,24 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ROLLOUTS_FAILED = 3
-EXIT_INTERRUPTED = 130
+from rig.status import (  # the exit codes are defined once, with the verdict (rig.status)
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_ROLLOUTS_FAILED,
+    EXIT_USAGE,
+)
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_ROLLOUTS_FAILED",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 #: subcommand name -> module under rig.cli
 COMMANDS: dict[str, str] = {
@@ -83,7 +96,7 @@ class TopHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rig import __version__
+    from rig.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rig", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=TopHelpFormatter
@@ -103,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers run it again (rig.workers)
-    if not getattr(args, "command", None):
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # rig sim's workers run it again
+    if not args.command:
         parser.print_help()
         return EXIT_USAGE
     from rig.errors import RigError
@@ -122,12 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _resume_hint(args: argparse.Namespace) -> None:
     """Ctrl-C of a run: what was kept, and the one option that finishes it."""
-    run_id = getattr(args, "run_id", None)
-    if args.command not in ("run", "demo") or not run_id:
+    if args.command not in ("run", "demo") or not args.run_id:
         return
     import os
 
-    where = os.path.join(getattr(args, "out", "recordings"), run_id)
+    run_id = args.run_id
+    where = os.path.join(args.out, run_id)
     print(
         f"rig {args.command}: interrupted; finished rollouts are kept in {where}: run the "
         f"same command with --run-id {run_id} to do the rest",

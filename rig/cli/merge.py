@@ -12,8 +12,6 @@ import argparse
 import sys
 from typing import Any
 
-from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
-
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("merge", help="combine shard run directories into one run directory")
@@ -50,5 +48,6 @@ def run(args: argparse.Namespace) -> int:
     if result.missing_shards:
         shards = ", ".join(str(k) for k in result.missing_shards)
         print(f"missing: shard(s) {shards} of the split were not given", file=sys.stderr)
-    ok = result.complete and set(result.status_counts) <= {"ok"}
-    return EXIT_OK if ok else EXIT_ROLLOUTS_FAILED
+    from rig.status import exit_verdict
+
+    return exit_verdict(result.status_counts, complete=result.complete)

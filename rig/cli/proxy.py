@@ -11,8 +11,8 @@ import signal
 import sys
 from typing import Any
 
-from rig.cli.netopts import add_impair_option
 from rig.errors import ConfigError
+from rig.runs.relays import add_impair_option
 
 
 def add_parser(sub: Any) -> None:
@@ -80,14 +80,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rig.cli.common import parse_dialect_options
-    from rig.cli.netopts import impair_log_path, relay_for
     from rig.dialects import get_dialect
     from rig.ids import check_id
     from rig.limits import bounded
     from rig.proxy import RecordingProxy
     from rig.redact import redact_url
-    from rig.runner import new_run_id
+    from rig.runs.config import parse_dialect_options
+    from rig.runs.relays import impair_log_path, relay_for
+    from rig.runs.runner import new_run_id
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     get_dialect(args.dialect, **options)  # unknown dialect or option: exit 2 here
     out = os.path.join(args.out, args.run_id or new_run_id())
 
-    relay = relay_for(args, args.upstream, "ws")
+    relay = relay_for(args.impair, args.upstream, "ws")
     client_relay = None
     if args.impair_client:
         from rig.net.impair import parse_impair

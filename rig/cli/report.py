@@ -162,7 +162,16 @@ def run(args: argparse.Namespace) -> int:
         report["rescored"] = {"rules": overrides, "verdict_changes": changes}
     from rig.scoring.report import print_scores, scores_for_report
 
-    scores = scores_for_report(args)  # --score / --compare (scores.json), else the stored one
+    scores = scores_for_report(  # --score / --compare (scores.json), else the stored one
+        args.run_dir,
+        score=args.score,
+        compare_to=args.compare,
+        score_opt=args.score_opt,
+        by=args.by,
+        cluster=args.cluster,
+        include_invalid=bool(args.include_invalid_timing),
+        confidence=args.confidence,
+    )
     results = check_gates(report, gates)
     written = _write_outputs(args, report, rollouts, results, scores)
     if args.json:
@@ -252,8 +261,8 @@ def _write_outputs(
             raise ConfigError(f"--junit {args.junit}: cannot write: {exc.strerror}") from exc
         written.append(args.junit)
     if args.otel:
-        from rig.cli.run import otel_endpoint
         from rig.reporting.otel import ExportError, export_run
+        from rig.runs.config import otel_endpoint
 
         endpoint = otel_endpoint()
         try:
@@ -290,10 +299,6 @@ def _write_outputs(
     return written
 
 
-#: statuses of a rollout that finished (its numbers count); anything else is a run error
-FINISHED = frozenset({"ok", "no_audio"})
-
-
 def _exit_status(
     args: argparse.Namespace, rollouts: list[dict[str, Any]], results: list[Any]
 ) -> int:
@@ -311,7 +316,9 @@ def _exit_status(
         return EXIT_FAILED
     if not (results or args.junit):
         return EXIT_OK
-    broken = [m for m in rollouts if m.get("status") not in FINISHED]
+    from rig.status import is_done
+
+    broken = [m for m in rollouts if not is_done(m.get("status"))]
     for m in broken:
         print(
             f"rig report: run error: {m.get('rollout_id')}: {m.get('status')}"

@@ -8,8 +8,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rig.cli.netopts import impairment
 from rig.extras import BACKENDS, TRANSPORTS, require
+from rig.runs.relays import impairment
 
 if TYPE_CHECKING:
     from rig.sim.engine import SimConfig
@@ -149,7 +149,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         reply_voice=args.reply_voice,
         reply_follow_level=args.reply_follow_level,
         whisper_below_dbfs=args.whisper_below_dbfs,
-        self_echo_sensitive=bool(getattr(args, "self_echo_sensitive", False)),
+        self_echo_sensitive=bool(args.self_echo_sensitive),
     )
     d = args.net_delay_ms
     net = NetConfig(
@@ -161,7 +161,7 @@ def sim_from_args(args: argparse.Namespace) -> tuple[SimConfig, NetConfig, Any]:
         clock_step_ms=args.clock_step_ms,
         clock_step_at_s=args.clock_step_at_s,
         seed=args.seed,
-        withhold_stamps=bool(getattr(args, "withhold_stamps", False)),
+        withhold_stamps=bool(args.withhold_stamps),
     )
     reply = load_wav(args.reply_wav, cfg.sample_rate).pcm if args.reply_wav else None
     return cfg, net, reply
@@ -172,7 +172,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8765, help="port to listen on (0: a free one)")
     p.add_argument("--truth-log", help="JSONL ground-truth log on the shared monotonic clock")
-    from rig.cli.netopts import add_impair_option
+    from rig.runs.relays import add_impair_option
 
     add_impair_option(p)
     p.add_argument(
@@ -266,7 +266,7 @@ def run_device(args: argparse.Namespace, cfg: SimConfig, reply: Any) -> int:
 def run(args: argparse.Namespace) -> int:
     from rig import realtime
     from rig.errors import ConfigError
-    from rig.workers import check_workers
+    from rig.runs.workers import check_workers
 
     if check_workers(args.workers) > 1:
         if args.transport != "ws":
@@ -283,10 +283,10 @@ def run(args: argparse.Namespace) -> int:
     if args.transport == "device":
         require(BACKENDS[args.backend], f"--transport device --backend {args.backend}")
     cfg, net, reply = sim_from_args(args)
-    if impairment(args) is not None and args.transport not in ("ws", "webrtc"):
+    if impairment(args.impair) is not None and args.transport not in ("ws", "webrtc"):
         raise ConfigError("rig sim --impair covers --transport ws and webrtc")
     if (
-        impairment(args) is not None
+        impairment(args.impair) is not None
         and args.transport == "webrtc"
         and args.host in ("0.0.0.0", "::", "")
     ):
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
             "rig sim --transport webrtc --impair needs --host ADDRESS (the relay "
             "hands that address out as the media candidate)"
         )
-    if impairment(args) is not None and args.workers > 1:
+    if impairment(args.impair) is not None and args.workers > 1:
         raise ConfigError("rig sim --impair needs --workers 1 (one relay in front of one port)")
     with realtime.scheduling(args.rt_priority) as sched:
         if args.transport == "device":
@@ -317,7 +317,7 @@ def scheduling_line(sched: dict[str, Any]) -> str:
 def start_sim_workers(args: argparse.Namespace, port: int) -> list[Any]:
     """Workers 1..N-1 on the parent's port; returns once each is listening."""
     from rig.errors import RigError
-    from rig.workers import spawn, stop_all
+    from rig.runs.workers import spawn, stop_all
 
     extra = ["--port", str(port), "--workers", str(args.workers)]
     procs = [spawn(args.argv, k, extra, pipe_stdout=True) for k in range(1, args.workers)]
@@ -346,7 +346,7 @@ def run_ws_or_webrtc(
     async def main() -> None:
         server: Any
         relay: Any = None
-        imp = impairment(args)
+        imp = impairment(args.impair)
         if args.transport == "webrtc":
             from rig.sim.webrtc_server import WebRtcSimServer
 
@@ -389,7 +389,7 @@ def run_ws_or_webrtc(
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         if others:
-            from rig.workers import stop_all
+            from rig.runs.workers import stop_all
 
             await asyncio.to_thread(stop_all, others)
         if relay is not None:

@@ -16,10 +16,8 @@ from typing import Any
 from rig.core.log import SessionLog
 from rig.core.refmarks import marks_metrics
 from rig.core.responses import lateness_summary, match_responses
+from rig.core.selfcheck import LoopMonitor, LoopStats, TimingTolerance, Verdict, judge_session
 from rig.errors import DeadlineError, DeviceError, ProtocolError, RigError, TransportError
-
-#: a rollout ended as it should (the rest: an error, or the hard cap)
-FINAL_OK = frozenset({"ok", "no_audio"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +51,22 @@ class Outcome:
         if self.status == "ok" and log.down_chunks == 0:
             return Outcome("no_audio", "the system sent no audio")
         return self
+
+
+def judge_metrics(
+    metrics: dict[str, Any],
+    log: SessionLog | None,
+    loop: LoopStats | None,
+    monitor: LoopMonitor,
+    tolerance: TimingTolerance,
+) -> Verdict:
+    """`timing_valid` and why (rig.core.selfcheck.judge_session: pacing, the error bound of
+    every figure from the loop's lag, xruns): did the rig keep its own time? Added to
+    `metrics` in place; the verdict returned."""
+    verdict = judge_session(metrics, log, loop, monitor, tolerance)
+    metrics["timing_valid"] = verdict.valid
+    metrics["rig_timing"] = verdict.as_dict(tolerance)
+    return verdict
 
 
 def responses_of(log: SessionLog) -> list[dict[str, Any]]:

@@ -101,6 +101,19 @@ class Pacer:
             return 0
         return round(fast_frames * config.frame_ns * (1.0 - 1.0 / speed))
 
+    @staticmethod
+    def origin_ns(
+        config: PacerConfig, now_ns: int, lead_ns: int, fast_frames: int, speed: float,
+        phase: float | None,
+    ) -> int:  # fmt: skip
+        """The timeline origin t0 of a stream starting `lead_ns` from now: earlier by a fast
+        prefill's head start, then on its `phase` of the frame period (None: anywhere)."""
+        t0 = now_ns + lead_ns - Pacer.head_start_ns(config, fast_frames, speed)
+        if phase is not None:
+            frame_ns = round(config.frame_ns)
+            t0 += (round(phase * frame_ns) - t0) % frame_ns
+        return t0
+
     @property
     def next_deadline_ns(self) -> int:
         return self.deadline_ns(self.next_seq)

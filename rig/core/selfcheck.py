@@ -37,9 +37,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rig.core.log import SessionLog
 from rig.core.loopmonitor import KEEP_LAG_NS as KEEP_LAG_NS
 from rig.core.loopmonitor import OVERDUE_NS
 from rig.core.loopmonitor import LagView as LagView
@@ -47,6 +46,9 @@ from rig.core.loopmonitor import LoopMonitor as LoopMonitor
 from rig.core.loopmonitor import LoopStats as LoopStats
 from rig.core.loopmonitor import Mark as Mark
 from rig.core.units import NS_PER_MS, NS_PER_S
+
+if TYPE_CHECKING:  # the log pulls numpy; RunConfig (the CLI's parser) imports this module
+    from rig.core.log import SessionLog
 
 
 @dataclass(frozen=True, slots=True)

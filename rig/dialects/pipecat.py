@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from rig import __version__
 from rig.audio.pcm import Pcm16
 from rig.core.events import DownAudio, DownEvent, Incoming, Outgoing, UpAudio, UpEvent
 from rig.core.units import NS_PER_MS
@@ -33,6 +32,7 @@ from rig.dialects.base import Dialect, Message
 from rig.errors import ProtocolError
 from rig.limits import MAX_CHANNELS, remote_rate
 from rig.safejson import loads_remote
+from rig.version import __version__
 
 F_TEXT, F_AUDIO, F_TRANSCRIPTION, F_MESSAGE, F_INTERRUPTION = 1, 2, 3, 4, 5
 RTVI_LABEL = "rtvi-ai"

@@ -25,6 +25,7 @@ from typing import Any
 from rig.core.clientside import ClientUplink
 from rig.core.events import ControlRequest, DownAudio, DownEvent, UpAudio, UpEvent
 from rig.core.listener import Listener
+from rig.core.live import LiveStatus
 from rig.core.log import SessionLog
 from rig.core.records import (
     EventRecord,
@@ -255,7 +256,7 @@ class ProxyConnection:
         """A state change for live views (never raises)."""
         if self.publish is not None:
             try:
-                self.publish("status", {"state": state, **data})
+                self.publish(LiveStatus(state, **data))
             except Exception:  # noqa: BLE001, S110 - telemetry must never hurt the proxy
                 pass
 

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rig import __version__
 from rig.clock.timer import wakeup_method
 from rig.redact import REDACTED, SECRET_KEY, URL, redact, redact_argv
+from rig.version import __version__
 
 LIBRARIES = (
     "numpy",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rig.errors import ConfigError
+
 #: config keys that change how a run is executed or shown, not what a rollout measures
 OPERATIONAL = frozenset(
     {
@@ -74,3 +76,31 @@ def describe(found: list[dict[str, Any]], limit: int = 4) -> str:
     ]
     more = f"; and {len(found) - limit} more" if len(found) > limit else ""
     return "; ".join(parts) + more
+
+
+def resumed(
+    previous: dict[str, Any], manifest: dict[str, Any], run_dir: str, *, force: bool
+) -> dict[str, Any]:
+    """The manifest of a run resumed into `run_dir` over `previous`: refused (ConfigError)
+    when what must match differs, unless forced; `resumed_from` records the attempt."""
+    manifest = dict(manifest)
+    changed = changes(previous, manifest)
+    if changed and not force:
+        raise ConfigError(
+            f"{run_dir} was recorded with a different configuration "
+            f"({describe(changed)}); resuming would mix two experiments. "
+            "Use a new --run-id, or --force-resume to mix them on purpose (recorded)"
+        )
+    manifest["resumed_from"] = {
+        "started_utc": previous.get("started_utc"),
+        "status": previous.get("status"),
+        "git_sha": previous.get("git_sha"),
+        "forced": bool(changed),
+        "changes": changed,
+        "previous": previous.get("resumed_from"),
+    }
+    if changed:  # both experiments' targets stay on record
+        old = previous.get("targets")
+        old_targets = old if isinstance(old, list) else []
+        manifest["targets"] = old_targets + [t for t in manifest["targets"] if t not in old_targets]
+    return manifest

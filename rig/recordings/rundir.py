@@ -12,8 +12,7 @@ from typing import Any
 
 from rig import safejson
 from rig.ids import attempt_name
-
-DONE_STATUSES = frozenset({"ok", "no_audio"})
+from rig.status import DONE as DONE_STATUSES
 
 
 def rollout_done(rollout_dir: str) -> bool:

@@ -3,8 +3,9 @@
 `RolloutSink.put(record)` hands each record the core produced to the writer thread (a
 non-blocking hand-off: nothing here waits for the disk) and publishes the same record to
 whoever watches live, so what the dashboard shows and what the run directory holds come
-from one object and cannot disagree. Published, as `publish(kind, data)` (the telemetry
-bridge, rig.telemetry.session_bridge, maps these onto bus events):
+from one object and cannot disagree. Published, as `publish(event)` with one typed record
+of rig.core.live per kind (the telemetry bridge, rig.telemetry.session_bridge, maps each
+type onto bus events):
 
   chunk     every uplink chunk and every downlink chunk that was played (audio flushed
             after a barge-in is recorded, not shown)
@@ -24,6 +25,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rig.core.events import ControlRequest
+from rig.core.live import (
+    LiveChunk,
+    LiveClock,
+    LiveEvent,
+    LiveProtocol,
+    LiveResponse,
+    LiveRtt,
+    LiveStatus,
+)
 from rig.core.liveresponse import LiveResponses
 from rig.core.records import (
     ChunkRecord,
@@ -35,9 +45,10 @@ from rig.core.records import (
     TrackAudio,
     UserAudio,
 )
+from rig.core.selfcheck import Verdict
 from rig.recordings.writer import RolloutRecorder
 
-Publish = Callable[[str, dict[str, Any]], None]
+Publish = Callable[[LiveEvent], None]
 
 #: events that carry one measured round trip (`rtt_ms`): ping/pong (rig.net) and RTCP
 RTT_KINDS = ("net.rtt", "server.rtcp.rr")
@@ -68,18 +79,18 @@ class RolloutSink:
             rec.chunk(record)
             # no live view: no view dict built per chunk
             if self._publish is not None and (record.dir == "up" or record.play_ns is not None):
-                self.publish("chunk", _chunk_view(record))
+                self.publish(_chunk_view(record))
         elif isinstance(record, EventRecord):
             rec.event(record)
             if record.source == "server":
                 name = record.kind.removeprefix("server.")
-                self.publish("protocol", {"name": name, "t_ns": record.t_ns})
+                self.publish(LiveProtocol(name, record.t_ns))
             if record.kind in RTT_KINDS:
                 self._rtt(record)
             if self._publish is not None:
                 live = self._live.feed(record.kind, record.t_ns, record.data)
                 if live is not None:
-                    self.publish("response", live)
+                    self.publish(LiveResponse(**live))
         elif isinstance(record, UserAudio):
             rec.user_audio(record.pcm, record.clean)
         elif isinstance(record, SystemAudio):
@@ -99,9 +110,6 @@ class RolloutSink:
         for record in records:
             self.put(record)
 
-    def metrics(self, metrics: dict[str, Any]) -> None:
-        self.recorder.metrics(metrics)
-
     def close(self) -> None:
         self.recorder.close()
 
@@ -112,28 +120,33 @@ class RolloutSink:
     # --- live only ------------------------------------------------------------------------
 
     def status(self, state: str, **data: Any) -> None:
-        self.publish("status", {"state": state, **data})
+        self.publish(LiveStatus(state, **data))
+
+    def done(self, status: str, reason: str | None, verdict: Verdict | None) -> None:
+        """The rollout ended: its status and whether the rig's own timing held."""
+        self.status(
+            "done",
+            status=status,
+            reason=reason,
+            timing_valid=None if verdict is None else verdict.valid,
+            timing_reason=None if verdict is None else verdict.reason,
+        )
 
     def results(self, metrics: dict[str, Any]) -> None:
         """Response latencies (with their split) and the clock fit, for live views."""
         for r in metrics.get("responses", []):
             if r.get("latency_ms") is not None:
                 parts = {k: r.get(k) for k in RESPONSE_PARTS}
-                self.publish(
-                    "response",
-                    {"latency_ms": r["latency_ms"], "turn": r["turn"], "placement": "playback"}
-                    | parts,
-                )
+                self.publish(LiveResponse(r["latency_ms"], r["turn"], "playback", **parts))
         clock_fit = metrics.get("clock_fit")
         if isinstance(clock_fit, dict) and not clock_fit.get("refused"):
             rtt = clock_fit.get("rtt") or {}
             self.publish(
-                "clock",
-                {
-                    "offset_ms": clock_fit.get("offset_ms"),
-                    "drift_ppm": clock_fit.get("drift_ppm"),
-                    "rtt_ms": rtt.get("rtt_p50_ms") if isinstance(rtt, dict) else None,
-                },
+                LiveClock(
+                    offset_ms=clock_fit.get("offset_ms"),
+                    drift_ppm=clock_fit.get("drift_ppm"),
+                    rtt_ms=rtt.get("rtt_p50_ms") if isinstance(rtt, dict) else None,
+                )
             )
 
     def _rtt(self, record: EventRecord) -> None:
@@ -141,22 +154,25 @@ class RolloutSink:
         rtt = record.data.get("rtt_ms")
         if isinstance(rtt, int | float) and not isinstance(rtt, bool):
             method = "rtcp" if record.kind == "server.rtcp.rr" else record.data.get("source")
-            self.publish("rtt", {"rtt_ms": float(rtt), "method": method, "t_ns": record.t_ns})
+            self.publish(LiveRtt(float(rtt), method, record.t_ns))
 
-    def publish(self, kind: str, data: dict[str, Any]) -> None:
+    def publish(self, event: LiveEvent) -> None:
         if self._publish is not None:
             try:
-                self._publish(kind, data)
+                self._publish(event)
             except Exception:  # noqa: BLE001 - telemetry must never hurt the stream
                 pass
 
 
-def _chunk_view(r: ChunkRecord) -> dict[str, Any]:
-    """What a live view shows of a chunk (the bridge reads these keys)."""
-    out: dict[str, Any] = {"dir": r.dir, "seq": r.seq, "n_samples": r.n_samples, "t_ns": r.t_ns}
-    if r.dir == "up":
-        out["lateness_ns"] = r.lateness_ns
-    else:
-        out["play_ns"] = r.play_ns
-    out["level_dbfs"] = r.level_dbfs
-    return out
+def _chunk_view(r: ChunkRecord) -> LiveChunk:
+    """What a live view shows of a chunk."""
+    up = r.dir == "up"
+    return LiveChunk(
+        r.dir,
+        r.seq,
+        r.n_samples,
+        r.t_ns,
+        lateness_ns=r.lateness_ns if up else None,
+        play_ns=None if up else r.play_ns,
+        level_dbfs=r.level_dbfs,
+    )

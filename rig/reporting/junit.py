@@ -19,6 +19,7 @@ from typing import Any
 from rig.analysis.gates import GateResult
 from rig.analysis.tables import timing_reason
 from rig.analysis.verdicts import NA, na_reason, verdict_of
+from rig.status import is_done
 
 #: XML 1.0 cannot carry these (a server's error text might)
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -39,7 +40,7 @@ def _verdict(m: dict[str, Any]) -> tuple[str, str, str] | None:
     timing = m.get("timing") if isinstance(m.get("timing"), dict) else {}
     rule = timing.get("rule") if isinstance(timing, dict) else None
     passed = m.get("pass", timing.get("pass") if isinstance(timing, dict) else None)
-    if status not in ("ok", "no_audio"):
+    if not is_done(status):
         return "error", status, f"{status}: {reason}" if reason else status
     if status == "no_audio":
         return "failure", "no_audio", reason or "the system sent no audio"

@@ -31,11 +31,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from rig import __version__
 from rig.analysis.aggregate import COMPONENTS, load_run
 from rig.analysis.tables import timing_reason
 from rig.core.units import NS_PER_MS, NS_PER_S
 from rig.errors import RigError
+from rig.version import __version__
 
 Attr = str | bool | int | float
 

@@ -39,8 +39,7 @@ from rig.recordings.manifest import redact_argv, utc_now
 from rig.recordings.resume import describe
 from rig.recordings.writer import describe_os_error, write_json_atomic
 from rig.scaleout.shards import ShardRun, compare, load_shard, read_json, rollout_done_status
-
-DONE = frozenset({"ok", "no_audio"})
+from rig.status import DONE
 
 
 @dataclass

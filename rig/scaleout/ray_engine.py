@@ -90,6 +90,7 @@ def nodes() -> list[dict[str, Any]]:
 def run_shards(
     rig_args: Sequence[str],
     *,
+    config_json: str = "",
     out: str,
     run_id: str,
     rollout_ids: Sequence[str],
@@ -115,6 +116,7 @@ def run_shards(
             "seed": seed(os.path.join(out, name)) if results != "shared" else None,
             "env": dict(env or {}),
             "echo": echo,
+            "stdin": config_json,
         }
         args = [*rig_args, "--run-id", run_id, "--shard", f"{k}/{count}"]
         task: Any = shard_task

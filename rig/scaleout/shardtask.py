@@ -68,8 +68,10 @@ def run_shard(
     seed: Mapping[str, bytes] | None = None,
     env: Mapping[str, str] | None = None,
     echo: bool = True,
+    stdin: str = "",
 ) -> Iterator[Piece | dict[str, Any]]:
-    """Run one shard here; yield its results (object-store) and then its outcome."""
+    """Run one shard here (`rig_args`: the module and its arguments, `stdin`: what it reads,
+    the run's config); yield its results (object-store) and then its outcome."""
     run_id = shard_name.rsplit("-shard-", 1)[0]
     mode = results
     if mode == "auto":
@@ -86,11 +88,18 @@ def run_shard(
     cmd += ["--out", local_out, "--node-id", node]
     proc = subprocess.Popen(
         cmd,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
     )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: its exit status says so
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     reader = threading.Thread(target=_read, args=(proc, tail, echo), daemon=True)
     reader.start()

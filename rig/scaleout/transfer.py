@@ -4,7 +4,7 @@ How this works (`--results object-store`, docs/scale-out.md): the shard runs int
 directory on its node, seeded by the driver with what a resume needs (`seed`: the shard's
 manifest and the metrics.json of every rollout already done there). `Outbox.poll()` finds
 each rollout that has ended since (its metrics.json is written last, after the writer closed
-its files: rig.runner) and packs it as a tar, cut into `Piece`s of at most `CHUNK_BYTES`
+its files: rig.runs.runner) and packs it as a tar, cut into `Piece`s of at most `CHUNK_BYTES`
 (each travels as one object; big rollouts never sit whole in memory); the manifest and the
 other files at the top follow as they appear and once more at the end.
 

@@ -1,6 +1,6 @@
 """The `rig report` hook: score when asked, write scores.json, show what is stored.
 
-`scores_for_report(args)` runs the scorers `--score` names (and `--compare`), writes
+`scores_for_report(run_dir, ...)` runs the scorers `--score` names (and `--compare`), writes
 RUN/scores.json and returns the document; without `--score` it returns the stored
 scores.json (None when there is none), so the text, HTML, JUnit and CSV outputs show the
 run's scores either way. `print_scores` prints the tables and their notes.
@@ -8,7 +8,6 @@ run's scores either way. `print_scores` prints the tables and their notes.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +20,40 @@ from rig.scoring.render import text_tables
 from rig.scoring.rundir import read_run
 
 
-def scores_for_report(args: argparse.Namespace) -> dict[str, Any] | None:
-    names = check_names(list(getattr(args, "score", None) or []))
-    compare_to = getattr(args, "compare", None)
+def scores_for_report(
+    run_dir: str,
+    *,
+    score: list[str] | None = None,
+    compare_to: str | None = None,
+    score_opt: list[str] | None = None,
+    by: list[str] | None = None,
+    cluster: str | None = None,
+    include_invalid: bool = False,
+    confidence: float = 0.95,
+) -> dict[str, Any] | None:
+    """`rig report`'s options, as values (the CLI reads its own Namespace)."""
+    names = check_names(list(score or []))
     if not names and not compare_to:
-        return read_scores(args.run_dir)
+        return read_scores(run_dir)
     if compare_to and not Path(compare_to).is_dir():
         raise ConfigError(f"--compare {compare_to}: not a run directory")
     want = list(names)
     if compare_to and "onset_distribution" not in want:
         want.append("onset_distribution")
-    params = parse_opts(want, list(getattr(args, "score_opt", None) or []))
-    by = check_tag_names(getattr(args, "by", None) or [], "--by")
-    cluster = getattr(args, "cluster", None)
-    cluster = check_tag_names([cluster], "--cluster")[0] if cluster else None
-    invalid = bool(getattr(args, "include_invalid_timing", False))
-    level = float(getattr(args, "confidence", 0.95))
-    run = read_run(args.run_dir, include_invalid=invalid)
-    doc = score_run(run, names, params, by=by, cluster=cluster, confidence=level)
+    params = parse_opts(want, list(score_opt or []))
+    tags = check_tag_names(by or [], "--by")
+    cluster_tag = check_tag_names([cluster], "--cluster")[0] if cluster else None
+    level = float(confidence)
+    run = read_run(run_dir, include_invalid=include_invalid)
+    doc = score_run(run, names, params, by=tags, cluster=cluster_tag, confidence=level)
     if compare_to:
-        other = read_run(compare_to, include_invalid=invalid)
-        ci = CI(level, 2000, run.seed, cluster)
-        doc["compare"] = compare(run, other, params["onset_distribution"], ci, by)
+        other = read_run(compare_to, include_invalid=include_invalid)
+        ci = CI(level, 2000, run.seed, cluster_tag)
+        doc["compare"] = compare(run, other, params["onset_distribution"], ci, tags)
     try:
-        doc["written"] = str(write_scores(args.run_dir, doc))
+        doc["written"] = str(write_scores(run_dir, doc))
     except OSError as exc:
-        raise ConfigError(f"{args.run_dir}: cannot write scores.json: {exc.strerror}") from exc
+        raise ConfigError(f"{run_dir}: cannot write scores.json: {exc.strerror}") from exc
     return doc
 
 

@@ -1,7 +1,8 @@
-"""Turns a session's `publish(kind, data)` calls into bus events.
+"""Turns a session's typed live records (rig.core.live) into bus events.
 
-The session knows nothing of the bus: it calls a plain function, and this module maps its
-kinds onto `rig.telemetry.events` constructors. O(1), never raises into the audio loop.
+The session knows nothing of the bus: it calls a plain function with a frozen record, and
+this module maps each record type onto its `rig.telemetry.events` constructor by a table
+(`CONVERT`). O(1), never raises into the audio loop.
 Every status event carries the rollout's target (redacted host, dialect, transport), so a
 view that joins late or lost an event still fills its target column.
 """
@@ -13,6 +14,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rig.clock.base import Clock
+from rig.core.live import (
+    LiveActivity,
+    LiveChunk,
+    LiveClock,
+    LiveEvent,
+    LiveProtocol,
+    LiveResponse,
+    LiveRtt,
+    LiveStatus,
+)
 from rig.telemetry import events as ev
 from rig.telemetry.bus import EventBus
 
@@ -52,103 +63,106 @@ def target_fields(target: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+#: one converter per live record type (rig.core.live) -> its bus event (rig.telemetry.events)
+_Where = dict[str, Any]
+_Convert = Callable[[str, str, int, Any, _Where], ev.TelemetryEvent]
+
+
+def _status(run_id: str, rid: str, t: int, e: LiveStatus, where: _Where) -> ev.TelemetryEvent:
+    state = _STATE.get(e.state, "running")
+    return ev.status(
+        run_id,
+        rid,
+        t,
+        state,
+        status=e.status,
+        reason=e.reason,
+        timing_valid=e.timing_valid,
+        timing_reason=e.timing_reason,
+        **where,
+    )
+
+
+def _chunk(run_id: str, rid: str, t: int, e: LiveChunk, where: _Where) -> ev.TelemetryEvent:
+    return ev.chunk(
+        run_id,
+        rid,
+        t,
+        e.dir,
+        e.seq,
+        e.n_samples,
+        lateness_ns=e.lateness_ns,
+        level_dbfs=e.level_dbfs,
+        stall=e.stall,
+    )
+
+
+def _protocol(run_id: str, rid: str, t: int, e: LiveProtocol, where: _Where) -> ev.TelemetryEvent:
+    return ev.protocol(run_id, rid, t, e.name, {})
+
+
+def _response(run_id: str, rid: str, t: int, e: LiveResponse, where: _Where) -> ev.TelemetryEvent:
+    return ev.response(
+        run_id,
+        rid,
+        t,
+        float(e.latency_ms),
+        uplink_ms=e.uplink_ms,
+        model_ms=e.model_ms,
+        downlink_ms=e.downlink_ms,
+        queue_ms=e.queue_ms,
+        detect_ms=e.detect_ms,
+        generation_ms=e.generation_ms,
+        placement=e.placement,
+        live=e.live,
+    )
+
+
+def _clock(run_id: str, rid: str, t: int, e: LiveClock, where: _Where) -> ev.TelemetryEvent:
+    return ev.clock(run_id, rid, t, offset_ms=e.offset_ms, drift_ppm=e.drift_ppm, rtt_ms=e.rtt_ms)
+
+
+def _rtt(run_id: str, rid: str, t: int, e: LiveRtt, where: _Where) -> ev.TelemetryEvent:
+    return ev.rtt(run_id, rid, t, float(e.rtt_ms), method=str(e.method or "probe"))
+
+
+def _activity(run_id: str, rid: str, t: int, e: LiveActivity, where: _Where) -> ev.TelemetryEvent:
+    return ev.activity(run_id, rid, t, e.track, bool(e.speech))
+
+
+CONVERT: dict[type[Any], _Convert] = {
+    LiveStatus: _status,
+    LiveChunk: _chunk,
+    LiveProtocol: _protocol,
+    LiveResponse: _response,
+    LiveClock: _clock,
+    LiveRtt: _rtt,
+    LiveActivity: _activity,
+}
+
+
 def session_publisher(
     bus: EventBus,
     run_id: str,
     clock: Clock,
     target: str | None = None,
     targets: Mapping[str, Mapping[str, str]] | None = None,
-) -> Callable[[str], Callable[[str, dict[str, Any]], None]]:
+) -> Callable[[str], Callable[[LiveEvent], None]]:
     """A factory: rollout id -> publish function for that rollout's session.
 
     `targets`: rollout id -> `target_fields(...)`; `target`: one target string for all."""
 
-    def for_rollout(rollout_id: str) -> Callable[[str, dict[str, Any]], None]:
+    def for_rollout(rollout_id: str) -> Callable[[LiveEvent], None]:
         where: dict[str, Any] = dict((targets or {}).get(rollout_id) or {})
         if target is not None and "target" not in where:
             where["target"] = target
 
-        def publish(kind: str, data: dict[str, Any]) -> None:
-            t = int(data.get("t_ns") or clock.now_ns())
-            if kind == "chunk":
-                bus.publish(
-                    ev.chunk(
-                        run_id,
-                        rollout_id,
-                        t,
-                        data["dir"],
-                        data["seq"],
-                        data["n_samples"],
-                        lateness_ns=data.get("lateness_ns"),
-                        level_dbfs=data.get("level_dbfs"),
-                        stall=data.get("stall"),
-                    )
-                )
-            elif kind == "status":
-                state = _STATE.get(str(data.get("state")), "running")
-                bus.publish(
-                    ev.status(
-                        run_id,
-                        rollout_id,
-                        t,
-                        state,
-                        status=data.get("status"),
-                        reason=data.get("reason"),
-                        timing_valid=data.get("timing_valid"),
-                        timing_reason=data.get("timing_reason"),
-                        **where,
-                    )
-                )
-            elif kind == "protocol":
-                bus.publish(
-                    ev.protocol(
-                        run_id,
-                        rollout_id,
-                        t,
-                        str(data.get("name")),
-                        {k: v for k, v in data.items() if k not in ("name", "t_ns")},
-                    )
-                )
-            elif kind == "response":
-                bus.publish(
-                    ev.response(
-                        run_id,
-                        rollout_id,
-                        t,
-                        float(data["latency_ms"]),
-                        uplink_ms=data.get("uplink_ms"),
-                        model_ms=data.get("model_ms"),
-                        downlink_ms=data.get("downlink_ms"),
-                        queue_ms=data.get("queue_ms"),
-                        detect_ms=data.get("detect_ms"),
-                        generation_ms=data.get("generation_ms"),
-                        placement=str(data.get("placement", "playback")),
-                        live=bool(data.get("live")),
-                    )
-                )
-            elif kind == "clock":
-                bus.publish(
-                    ev.clock(
-                        run_id,
-                        rollout_id,
-                        t,
-                        offset_ms=data.get("offset_ms"),
-                        drift_ppm=data.get("drift_ppm"),
-                        rtt_ms=data.get("rtt_ms"),
-                    )
-                )
-            elif kind == "rtt":
-                bus.publish(
-                    ev.rtt(
-                        run_id,
-                        rollout_id,
-                        t,
-                        float(data["rtt_ms"]),
-                        method=str(data.get("method", "probe")),
-                    )
-                )
-            elif kind == "activity":
-                bus.publish(ev.activity(run_id, rollout_id, t, data["track"], bool(data["speech"])))
+        def publish(event: LiveEvent) -> None:
+            convert = CONVERT.get(type(event))
+            if convert is None:
+                return
+            t = int(event.t_ns or clock.now_ns())
+            bus.publish(convert(run_id, rollout_id, t, event, where))
 
         return publish
 

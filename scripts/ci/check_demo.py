@@ -18,12 +18,20 @@ TRUTH_LINE = "vs the reference system's own truth log"
 
 
 def header_columns(text: str) -> list[str]:
-    """The column names of the first table header row in `text` (rich's ┃ row)."""
+    """The column names of the first table in `text` (rich's ┃ header rows). A table too wide
+    for the console is printed stacked (rig.reporting.layout: each part repeats the key
+    column), so the header rows that start with the same key column are one table."""
+    out: list[str] = []
     for line in text.splitlines():
         m = HEADER.match(line)
-        if m is not None:
-            return [c.strip() for c in m.group(1).split("┃")]
-    return []
+        if m is None:
+            continue
+        cells = [c.strip() for c in m.group(1).split("┃")]
+        if not out:
+            out = cells
+        elif cells[0] == out[0]:
+            out += [c for c in cells[1:] if c not in out]
+    return out
 
 
 def readme_demo_block(readme: str) -> str:

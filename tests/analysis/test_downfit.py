@@ -25,7 +25,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.realtime
 async def test_grok_split_legs_inside_their_bars_on_an_asymmetric_path(tmp_path: Path) -> None:
     from rig.dialects import get_dialect
-    from rig.runner import RolloutSpec, Runner
+    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
     from rig.session import SessionConfig
     from rig.transports.websocket import WebSocketTransport
 
@@ -41,7 +41,7 @@ async def test_grok_split_legs_inside_their_bars_on_an_asymmetric_path(tmp_path:
 
         plan = tone_plan(RATE, turns=2, turn_s=0.6, gap_s=1.8)
         cfg = SessionConfig(drain_quiet_s=0.8, max_s=30, path_interval_s=0.25)
-        runner = Runner(str(tmp_path), run_id="run")
+        runner = Runner(str(tmp_path), RunnerSettings(run_id="run"))
         try:
             await runner.run([RolloutSpec("g", plan, make, {}, {}, cfg)])
         finally:

@@ -13,9 +13,9 @@ import soundfile as sf
 
 from rig.analysis.aggregate import aggregate, load_run
 from rig.analysis.rescore import merge_rules, parse_rule_args, rescore, verdict_changes
-from rig.cli.common import ws_factory
 from rig.errors import ConfigError
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.scenarios.builtin import data_path
 from rig.scenarios.fileformat import load_scenario_file
 from rig.session import SessionConfig
@@ -71,7 +71,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 )
                 for it in items
             ]
-            await Runner(str(tmp / "out"), run_id="r", concurrency=2).run(specs)
+            await Runner(str(tmp / "out"), RunnerSettings(run_id="r", concurrency=2)).run(specs)
         finally:
             await server.stop()
 

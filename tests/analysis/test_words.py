@@ -177,8 +177,8 @@ def test_refined_onset_snaps_to_the_energy_rise() -> None:
 async def test_runner_transcribes_in_its_worker(tmp_path: Path) -> None:
     """`rig run --asr-model`: the runner's analysis worker writes words.jsonl and the
     timing has word responses; the reference system answers in espeak-ng speech."""
-    from rig.cli.common import ws_factory
-    from rig.runner import RolloutSpec, Runner
+    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+    from rig.runs.specs import ws_factory
     from rig.scenarios.builtin import data_path
     from rig.scenarios.fileformat import load_scenario_file
     from rig.session import SessionConfig
@@ -206,7 +206,9 @@ async def test_runner_transcribes_in_its_worker(tmp_path: Path) -> None:
             item.meta,
             SessionConfig(max_s=15.0, start_lead_ms=50),
         )
-        await Runner(str(tmp_path / "out"), run_id="r", asr_model=model()).run([spec])
+        await Runner(str(tmp_path / "out"), RunnerSettings(run_id="r", asr_model=model())).run(
+            [spec]
+        )
     finally:
         await server.stop()
     d = tmp_path / "out" / "r" / "rollouts" / "tt"

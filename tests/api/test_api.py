@@ -122,3 +122,44 @@ async def test_a_new_cli_option_is_an_api_option_otel_after_the_run(
     with pytest.raises(ConfigError, match="needs OTEL_EXPORTER_OTLP_ENDPOINT"):
         await rig.run_async(WAV, target=sim_url, out=str(tmp_path / "x"), otel=True)
     assert "x" not in os.listdir(tmp_path)
+
+
+@pytest.mark.realtime
+async def test_workers_from_python_write_the_run_directory_the_cli_writes(
+    sim_url: str, tmp_path: Path
+) -> None:
+    """`workers=2` from Python: the run goes to two worker processes (the config as JSON on
+    their stdin, no command line to re-run) and ends as one run directory, as `rig run
+    --workers 2` does."""
+    import asyncio
+
+    from rig.cli import main
+
+    opts = ["--concurrency", "2", "--headless", "--max-s", "20", "--progress-interval-s", "0"]
+    code = await asyncio.to_thread(
+        main, ["run", "builtin:demo", "--target", sim_url, "--out", str(tmp_path),
+               "--run-id", "cli", "--workers", "2", *opts]
+    )  # fmt: skip
+    result = await rig.run_async(
+        "builtin:demo", target=sim_url, out=str(tmp_path), run_id="api", workers=2,
+        concurrency=2, headless=True, max_s=20.0, progress_interval_s=0.0,
+    )  # fmt: skip
+    assert_run_ok(code, None, tmp_path / "cli")
+    assert_result_ok(result)
+    assert sorted(result.statuses) == ["recipe", "weather", "what"]
+
+    def shape(run: str) -> tuple[object, ...]:
+        d = tmp_path / run
+        manifest = json.loads((d / "manifest.json").read_text())
+        files = {
+            str(p.relative_to(d)).replace(f"/{run}/", "/") for p in d.rglob("*") if p.is_file()
+        }
+        return manifest["config"], manifest["workers"]["n"], manifest["status"], files
+
+    cli, api = shape("cli"), shape("api")
+    assert cli == api
+    assert api[1] == 2 and api[2] == "done"
+    assert {"manifest.worker-0.json", "manifest.worker-1.json"} <= api[3]
+    for rid in ("recipe", "weather", "what"):
+        for name in ("user.wav", "system.wav", "chunks.jsonl", "events.jsonl", "metrics.json"):
+            assert f"rollouts/{rid}/{name}" in api[3]

@@ -10,6 +10,7 @@ from rig.clock.base import FakeClock
 from rig.core.director import Director, Drain, Observation, Pause, Play, WaitOnset, WaitQuiet
 from rig.core.plan import UserPlan
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from tests.support.memsystem import MemorySystem
@@ -97,7 +98,7 @@ async def _session(tmp_path, steps, sim: SimConfig, down_delay_ms=0.0, cap_s=30.
     rec = writer.rollout(str(tmp_path / "r"), RATE)
     plan = UserPlan(np.zeros(0, np.int16), RATE, steps=steps)
     s = Session("r", system, plan, rec, clock, SessionConfig(start_lead_ms=0, max_s=cap_s))
-    m = await s.run()
+    m = await run_alone(s)
     writer.close()
     events = [json.loads(x) for x in (tmp_path / "r" / "events.jsonl").read_text().splitlines()]
     return s, m, events, system

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder, UserPlan
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.scenarios import data_path
 from rig.session import SessionConfig
 
@@ -74,7 +74,7 @@ async def run_rollouts(
         )
         for rid, url, dialect, options, plan in jobs
     ]
-    runner = Runner(out_dir, run_id="run", concurrency=len(specs))
+    runner = Runner(out_dir, RunnerSettings(run_id="run", concurrency=len(specs)))
     await runner.run(specs)
     out = {}
     for rid, *_ in jobs:

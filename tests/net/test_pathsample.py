@@ -114,8 +114,8 @@ async def test_rtt_and_split_in_every_rollout_at_the_dialect_fakes(tmp_path) -> 
 
 @pytest.mark.realtime
 async def test_sampling_off_records_no_pings(tmp_path) -> None:
-    from rig.cli.common import ws_factory
-    from rig.runner import RolloutSpec, Runner
+    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+    from rig.runs.specs import ws_factory
     from rig.session import SessionConfig
 
     async with FakePipecatServer(stop_secs=0.3, reply_s=0.3) as pc:
@@ -128,7 +128,7 @@ async def test_sampling_off_records_no_pings(tmp_path) -> None:
             {},
             SessionConfig(drain_quiet_s=0.5, max_s=10, path_interval_s=0.0),
         )
-        runner = Runner(str(tmp_path), run_id="run", concurrency=1)
+        runner = Runner(str(tmp_path), RunnerSettings(run_id="run", concurrency=1))
         await runner.run([spec])
         await asyncio.sleep(0)
     m = runner.results["off"]
@@ -147,9 +147,11 @@ def test_each_round_trip_is_published_live_with_its_method() -> None:
         def event(self, record: EventRecord) -> None:
             self.events.append(record)
 
+    from rig.core.live import fields_of
+
     published: list[tuple[str, dict]] = []
     disk = Disk()
-    sink = RolloutSink(disk, lambda kind, data: published.append((kind, data)))  # type: ignore[arg-type]
+    sink = RolloutSink(disk, lambda e: published.append((e.kind, fields_of(e))))  # type: ignore[arg-type]
     sink.put(EventRecord("net.rtt", 5, {"source": "ws_ping", "id": 0, "rtt_ms": 12.5}, "rig"))
     sink.put(EventRecord("net.rtt", 6, {"source": "ws_ping", "id": 1, "lost": True}, "rig"))
     sink.put(EventRecord("server.rtcp.rr", 7, {"rtt_ms": 30.0, "fraction_lost": 0}, "server"))
@@ -165,10 +167,10 @@ def test_each_round_trip_is_published_live_with_its_method() -> None:
 async def test_live_view_gets_rtt_over_time_for_a_serverless_target(tmp_path) -> None:
     from rich.console import Console
 
-    from rig.cli.common import ws_factory
     from rig.clock.base import MonotonicClock
     from rig.dashboard.render import detail_panel
-    from rig.runner import RolloutSpec, Runner
+    from rig.runs.runner import RolloutSpec, RunHooks, Runner, RunnerSettings
+    from rig.runs.specs import ws_factory
     from rig.session import SessionConfig
     from rig.telemetry.bus import EventBus
     from rig.telemetry.session_bridge import session_publisher
@@ -186,8 +188,12 @@ async def test_live_view_gets_rtt_over_time_for_a_serverless_target(tmp_path) ->
             {},
             SessionConfig(drain_quiet_s=0.5, max_s=10, path_interval_s=0.2),
         )
-        runner = Runner(str(tmp_path), run_id="run", clock=clock)
-        runner.publish_factory = session_publisher(bus, runner.run_id, clock)
+        runner = Runner(
+            str(tmp_path),
+            RunnerSettings(run_id="run"),
+            clock=clock,
+            hooks=RunHooks(publish_factory=session_publisher(bus, "run", clock)),
+        )
         await runner.run([spec])
     reducer = Reducer()
     for event in sub.drain():

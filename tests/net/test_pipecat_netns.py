@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rig.core.units import NS_PER_MS
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from tests.fakes.harness import speech_plan
 from tests.support import netimpair
@@ -75,7 +75,7 @@ async def test_real_bot_rtt_and_model_time_through_the_packet_relay(tmp_path: Pa
 
         plan = speech_plan(16_000, ("what", "weather"), gap_s=2.0)
         cfg = SessionConfig(drain_quiet_s=1.0, max_s=40, path_interval_s=0.25)
-        runner = Runner(str(tmp_path / "out"), run_id="run")
+        runner = Runner(str(tmp_path / "out"), RunnerSettings(run_id="run"))
         await runner.run([RolloutSpec("bot", plan, make, {"url": url}, {}, cfg)])
         bot.terminate()
     m = runner.results["bot"]

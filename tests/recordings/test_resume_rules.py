@@ -15,7 +15,7 @@ from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.errors import ConfigError
 from rig.reporting.summary import load_rollouts
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import SimServer
@@ -63,16 +63,16 @@ async def test_resume_with_a_changed_config_is_refused_unless_forced(tmp_path) -
     url = await asyncio.to_thread(sim.start)
     out = str(tmp_path)
     try:
-        first = await Runner(out, run_id="x", config={"scenario": "s1"}, analyze=False).run(
-            [_spec(url, {"url": "ws://a/"})]
-        )
+        first = await Runner(
+            out, RunnerSettings(run_id="x", config={"scenario": "s1"}, analyze=False)
+        ).run([_spec(url, {"url": "ws://a/"})])
         assert first["status_counts"] == {"ok": 1}
         manifest_path = tmp_path / "x" / "manifest.json"
         before = manifest_path.read_text()
         # the same config resumes (nothing to redo)
-        same = await Runner(out, run_id="x", config={"scenario": "s1"}, analyze=False).run(
-            [_spec(url, {"url": "ws://a/"})]
-        )
+        same = await Runner(
+            out, RunnerSettings(run_id="x", config={"scenario": "s1"}, analyze=False)
+        ).run([_spec(url, {"url": "ws://a/"})])
         assert same["status_counts"] == {"ok": 1}
         # another target, or another setting that shapes results: refused, nothing touched
         for target, config in (
@@ -80,19 +80,20 @@ async def test_resume_with_a_changed_config_is_refused_unless_forced(tmp_path) -
             ({"url": "ws://a/"}, {"scenario": "s2"}),
         ):
             with pytest.raises(ConfigError, match="different configuration"):
-                await Runner(out, run_id="x", config=config, analyze=False).run(
+                await Runner(out, RunnerSettings(run_id="x", config=config, analyze=False)).run(
                     [_spec(url, target)]
                 )
         assert json.loads(manifest_path.read_text())["targets"] == [{"url": "ws://a/"}]
         assert json.loads(manifest_path.read_text())["status"] == "done"
         assert before != ""
         # operational settings (concurrency) are not part of what must match
-        await Runner(out, run_id="x", config={"scenario": "s1"}, concurrency=4, analyze=False).run(
-            [_spec(url, {"url": "ws://a/"})]
-        )
+        await Runner(
+            out, RunnerSettings(run_id="x", config={"scenario": "s1"}, concurrency=4, analyze=False)
+        ).run([_spec(url, {"url": "ws://a/"})])
         # forced: it runs and the manifest records what changed
         forced = await Runner(
-            out, run_id="x", config={"scenario": "s2"}, analyze=False, force_resume=True
+            out,
+            RunnerSettings(run_id="x", config={"scenario": "s2"}, analyze=False, force_resume=True),
         ).run([_spec(url, {"url": "ws://b/"})])
         assert forced["status_counts"] == {"ok": 1}
     finally:

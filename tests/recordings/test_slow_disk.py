@@ -9,7 +9,7 @@ from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.wav import read_wav
 from rig.recordings.writer import RecordingWriter
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import SimServer
@@ -32,7 +32,9 @@ async def test_writer_that_sleeps_does_not_make_frames_late(tmp_path) -> None:
 
     spec = RolloutSpec("r", plan.build(), make, {"url": url}, {}, SessionConfig(drain_quiet_s=0.5))
     try:
-        result = await Runner(str(tmp_path), run_id="run", writer=writer, analyze=False).run([spec])
+        result = await Runner(
+            str(tmp_path), RunnerSettings(run_id="run", analyze=False), writer=writer
+        ).run([spec])
     finally:
         await asyncio.to_thread(sim.stop)
     m = result["results"]["r"]

@@ -73,7 +73,7 @@ async def test_relay_round_trip_matches_its_settings_and_log(tmp_path) -> None:
 
 async def _rollout_through(tmp_path, spec: str, jobs: int = 1) -> tuple[Any, Any, list[Any]]:
     from rig.dialects import get_dialect
-    from rig.runner import RolloutSpec, Runner
+    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
     from rig.session import SessionConfig
     from rig.transports.websocket import WebSocketTransport
 
@@ -90,7 +90,7 @@ async def _rollout_through(tmp_path, spec: str, jobs: int = 1) -> tuple[Any, Any
         plan = tone_plan(16_000, turns=3, turn_s=0.6, gap_s=1.6)
         cfg = SessionConfig(drain_quiet_s=0.8, max_s=30, path_interval_s=0.25)
         specs = [RolloutSpec(f"r{i}", plan, make, {}, {}, cfg) for i in range(jobs)]
-        runner = Runner(str(tmp_path), run_id="run", concurrency=jobs)
+        runner = Runner(str(tmp_path), RunnerSettings(run_id="run", concurrency=jobs))
         try:
             await runner.run(specs)
         finally:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rig.cli.engine import shard_argv
-from rig.runner import rollout_done
+from rig.cli import build_parser
+from rig.cli.runopts import config_from_args
+from rig.runs.engine import shard_config
+from rig.runs.runner import rollout_done
 from rig.scaleout.lost import mark_lost
 
 
@@ -36,16 +38,25 @@ def test_mark_lost(tmp_path) -> None:
     assert manifest["status"] == "interrupted" and manifest["stop_reason"] == "node lost: x"
 
 
-def test_shard_argv_drops_what_the_driver_sets() -> None:
+def test_shard_config_drops_what_the_driver_sets() -> None:
     argv = [
         "run", "builtin:demo", "--target", "ws://h:1/", "--engine", "ray", "--ray-address=a:1",
         "--out", "o", "--run-id", "r", "--shards", "3", "--headless", "--concurrency", "2",
         "--ray-cpus-per-shard", "1", "--results", "object-store", "--fleet-listen=0.0.0.0:1",
         "--detail", "x",
     ]  # fmt: skip
-    assert shard_argv(argv) == [
-        "run", "builtin:demo", "--target", "ws://h:1/", "--concurrency", "2", "--headless",
-    ]  # fmt: skip
+    driver = config_from_args(build_parser().parse_args(argv))
+    shard = shard_config(driver, "127.0.0.1:5")
+    plain = config_from_args(
+        build_parser().parse_args(
+            ["run", "builtin:demo", "--target", "ws://h:1/", "--concurrency", "2", "--headless",
+             "--out", "o", "--run-id", "r"]
+        )
+    )  # fmt: skip
+    assert shard.engine == plain.engine  # the shard runs locally (the driver's engine dropped)
+    assert shard.live.detail is None and shard.live.headless
+    assert shard.live.fleet_feed == "127.0.0.1:5"
+    assert shard.replace(live__fleet_feed=None, output__argv=None) == plain
 
 
 def test_dead_shard_rollouts_are_redone_by_a_rerun(tmp_path: Path) -> None:
@@ -61,8 +72,8 @@ def test_dead_shard_rollouts_are_redone_by_a_rerun(tmp_path: Path) -> None:
 def test_a_rerun_keeps_the_split_it_started_with(tmp_path: Path) -> None:
     import pytest
 
-    from rig.cli.engine import previous_count
     from rig.errors import ConfigError
+    from rig.runs.engine import previous_count
 
     assert previous_count(str(tmp_path / "nothing"), "r") is None
     (tmp_path / "r-shard-0-of-3").mkdir()

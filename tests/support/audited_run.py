@@ -30,9 +30,9 @@ def main() -> int:
     sys.addaudithook(hook)
     import rich.console
 
-    import rig.runner
+    import rig.runs.runner
 
-    run = rig.runner.Runner.run
+    run = rig.runs.runner.Runner.run
 
     async def marked(self: Any, specs: Any) -> Any:
         phase[0] = "streaming"
@@ -41,7 +41,7 @@ def main() -> int:
         finally:
             phase[0] = "after"
 
-    rig.runner.Runner.run = marked  # type: ignore[method-assign]
+    rig.runs.runner.Runner.run = marked  # type: ignore[method-assign]
     render = rich.console.Console.render
 
     def counted(self: Any, *a: Any, **k: Any) -> Any:

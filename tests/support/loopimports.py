@@ -14,9 +14,9 @@ from typing import Any
 
 from rig import realtime
 from rig.audio.source import tone
-from rig.cli.common import ws_factory
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.session import Session, SessionConfig
 
 STREAMING = threading.Event()
@@ -74,7 +74,7 @@ async def main(url: str, out: str) -> dict[str, str]:
                 SessionConfig(drain_quiet_s=1.0, max_s=20),
             )  # fmt: skip
         )
-    runner = Runner(out, run_id="r", concurrency=3, start_interval_s=0.0)
+    runner = Runner(out, RunnerSettings(run_id="r", concurrency=3, start_interval_s=0.0))
     result = await runner.run(specs)
     return {rid: m["status"] for rid, m in result["results"].items()}
 

@@ -18,9 +18,9 @@ import sys
 import tempfile
 import time
 
-from rig.cli.common import ws_factory
 from rig.clock.base import MonotonicClock
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, RunHooks, Runner, RunnerSettings
+from rig.runs.specs import ws_factory
 from rig.scenarios import resolve
 from rig.session import SessionConfig
 from rig.telemetry import EventBus
@@ -61,9 +61,13 @@ async def record(out_path: str, url: str) -> None:
     ours, theirs = socket_pair()
     theirs.setblocking(False)
     with tempfile.TemporaryDirectory() as tmp, open(out_path, "wb") as out:  # noqa: ASYNC230
-        runner = Runner(tmp, run_id="fleet", concurrency=4, clock=clock, analyze=False)
         targets = {s.rollout_id: target_fields(s.target) for s in specs}
-        runner.publish_factory = session_publisher(bus, "fleet", clock, targets=targets)
+        runner = Runner(
+            tmp,
+            RunnerSettings(run_id="fleet", concurrency=4, analyze=False),
+            clock=clock,
+            hooks=RunHooks(publish_factory=session_publisher(bus, "fleet", clock, targets=targets)),
+        )
         feed = ViewFeed(bus, ours, on_message=out.write)
         feed.start()
         loop = asyncio.get_running_loop()

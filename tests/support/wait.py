@@ -50,7 +50,7 @@ async def until(
 
 
 #: source files whose tasks belong to the rig's client side of a rollout
-_CLIENT_FILES = ("rig/session.py", "rig/transports/", "rig/runner.py", "rig/dialects/")
+_CLIENT_FILES = ("rig/session.py", "rig/transports/", "rig/runs/", "rig/dialects/")
 
 
 def client_tasks() -> list[str]:

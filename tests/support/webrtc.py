@@ -10,7 +10,7 @@ from typing import Any
 from rig.audio.source import tone
 from rig.clock.base import MonotonicClock
 from rig.core.plan import PlanBuilder
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling, target_host
 
@@ -47,7 +47,7 @@ async def webrtc_rollout(
         {},
         SessionConfig(drain_quiet_s=0.6, max_s=15.0),
     )
-    runner = Runner(str(out), run_id="run", clock=MonotonicClock())
+    runner = Runner(str(out), RunnerSettings(run_id="run"), clock=MonotonicClock())
     await runner.run([spec])
     d = out / "run" / "rollouts" / "r0"
     metrics = json.loads((d / "metrics.json").read_text())

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rig.core.live import LiveChunk, LiveRtt, LiveStatus
 from rig.telemetry import EventBus, Reducer, events
 from rig.telemetry.bus import Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
@@ -200,12 +201,10 @@ def test_every_status_carries_the_redacted_target_dialect_and_transport() -> Non
     bus = EventBus()
     sub = bus.subscribe()
     publish = session_publisher(bus, "run", FakeClock(), targets={"a": fields})("a")
-    publish("status", {"state": "connecting"})
-    publish("chunk", {"dir": "up", "seq": 0, "n_samples": 320, "lateness_ns": 5, "stall": False})
-    publish(
-        "status", {"state": "done", "status": "ok", "timing_valid": False, "timing_reason": "x"}
-    )
-    publish("rtt", {"rtt_ms": 12.5, "method": "probe"})
+    publish(LiveStatus("connecting"))
+    publish(LiveChunk("up", 0, 320, 0, lateness_ns=5, stall=False))
+    publish(LiveStatus("done", status="ok", timing_valid=False, timing_reason="x"))
+    publish(LiveRtt(12.5, "probe"))
     got = sub.drain()
     statuses = [e.data for e in got if e.kind == "status"]
     assert all(d["target"] == "api.x.com:8443" and d["dialect"] == "openai" for d in statuses)

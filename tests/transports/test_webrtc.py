@@ -12,7 +12,7 @@ from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPac
 
 from rig.analysis.webrtc import decompose
 from rig.clock.base import MonotonicClock
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.truth import read_truth
@@ -199,7 +199,9 @@ async def test_openai_signalling_events_on_the_oai_events_channel(
             return WebRtcTransport(sig, clock, open_gate=gate, target_host="127.0.0.1")
 
         spec = RolloutSpec("r0", _plan(), make, {}, {}, SessionConfig(drain_quiet_s=0.6, max_s=15))
-        await Runner(str(tmp_path / "out"), run_id="run", clock=MonotonicClock()).run([spec])
+        await Runner(
+            str(tmp_path / "out"), RunnerSettings(run_id="run"), clock=MonotonicClock()
+        ).run([spec])
     finally:
         await sim.stop()
     assert sim.seen == [("/v1/realtime/calls?model=gpt-realtime", "Bearer test-key")]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rig.clock.base import MonotonicClock
-from rig.runner import RolloutSpec, Runner
+from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
 from rig.session import SessionConfig
 from rig.transports.webrtc import WebRtcTransport, get_signalling
 from tests.support import netimpair
@@ -79,7 +79,9 @@ async def test_rtcp_rtt_and_one_way_agree_with_packet_delay(tmp_path: Path) -> N
             "r0", _plan(1.0), make, {"url": url}, {}, SessionConfig(drain_quiet_s=0.6, max_s=20)
         )
         wall_minus_mono = time.time_ns() - time.monotonic_ns()
-        await Runner(str(tmp_path / "out"), run_id="run", clock=MonotonicClock()).run([spec])
+        await Runner(
+            str(tmp_path / "out"), RunnerSettings(run_id="run"), clock=MonotonicClock()
+        ).run([spec])
     d = tmp_path / "out" / "run" / "rollouts" / "r0"
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["status"] == "ok", metrics.get("reason")

@@ -17,6 +17,7 @@ from rig.clock.base import FakeClock
 from rig.core.plan import PlanBuilder
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.writer import RecordingWriter
+from rig.runs.metricsfile import run_alone
 from rig.session import Session, SessionConfig
 from rig.sim.engine import SimConfig
 from rig.sim.server import NetConfig, SimServer
@@ -56,7 +57,7 @@ async def test_a_fake_clock_rollout_over_a_real_websocket_records_only_fake_time
     transport = WebSocketTransport(url, RawPcmDialect(RATE), clock)
     cfg = SessionConfig(start_lead_ms=0, drain_quiet_s=0.5, max_s=20, probe_interval_s=0.1)
     try:
-        m = await Session("r", transport, plan.build(), rec, clock, cfg).run()
+        m = await run_alone(Session("r", transport, plan.build(), rec, clock, cfg))
     finally:
         writer.close()
         await sim.stop()

@@ -2,11 +2,13 @@
 `rig sim --workers N`).
 
 Why: one Python event loop holds one core; past it, more rollouts do not degrade, they
-collapse. Each worker is the same command in its own process (its own event loop, writer
-thread, SCHED_FIFO loop thread, loop watch), started as `python -m rig ARGV --worker-index K
---parent-pid PID`; it dies with the parent (rig.childproc: PR_SET_PDEATHSIG and a watch
-thread). `rig run` workers take every N-th rollout (`shard`) into one run directory and each
-writes `manifest.worker-K.json`; the parent merges them into `manifest.json` (`merge`).
+collapse. Each worker runs in its own process (its own event loop, writer thread,
+SCHED_FIFO loop thread, loop watch): a run's worker is `python -m rig.runs.worker
+--worker-index K --parent-pid PID` with the run's config as JSON on its stdin (`spawn_run`),
+a sim's is `python -m rig sim ARGV --worker-index K` (`spawn`); it dies with the parent
+(rig.childproc: PR_SET_PDEATHSIG and a watch thread). `rig run` workers take every N-th
+rollout (`shard`) into one run directory and each writes `manifest.worker-K.json`; the
+parent merges them into `manifest.json` (`merge`).
 Resume works across workers because whether a rollout is done lives in its own directory.
 The parent is the run's one voice: the workers' telemetry comes to it over the fleet link
 (rig.telemetry.fleetlink, as a Ray engine's shards) and feeds one live view, one set of
@@ -103,6 +105,43 @@ def spawn(
     err = subprocess.PIPE if pipe_stderr else None
     full_env = {**os.environ, **env} if env else None
     return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=full_env, pass_fds=fds)
+
+
+def spawn_run(
+    config_json: str,
+    index: int,
+    workers: int,
+    *,
+    pipe_stderr: bool = False,
+    env: Mapping[str, str] | None = None,
+    barrier: StartBarrier | None = None,
+) -> subprocess.Popen[str]:
+    """Start worker `index` of a run (rig.runs.worker): the run's config goes as JSON on its
+    stdin (secrets included: a pipe, never argv, which `ps` shows), who it is on argv."""
+    cmd = [sys.executable, "-m", "rig.runs.worker", "--worker-index", str(index)]
+    cmd += ["--workers", str(workers), "--parent-pid", str(os.getpid())]
+    fds: tuple[int, ...] = ()
+    if barrier is not None:
+        fds = (barrier.child_fd(index),)
+        cmd += ["--start-fd", str(fds[0])]
+    err = subprocess.PIPE if pipe_stderr else None
+    full_env = {**os.environ, **env} if env else None
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        text=True,
+        env=full_env,
+        pass_fds=fds,
+    )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(config_json)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: its exit status says so
+    return proc
 
 
 class StartBarrier:

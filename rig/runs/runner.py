@@ -30,7 +30,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +43,7 @@ from rig.clock.base import Clock, MonotonicClock
 from rig.core.log import SessionLog
 from rig.core.plan import UserPlan
 from rig.core.selfcheck import TimingTolerance
-from rig.errors import ConfigError, DataFileError
+from rig.errors import DataFileError
 from rig.ids import check_id
 from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
@@ -56,7 +56,7 @@ from rig.recordings.writer import (
     describe_os_error,
     write_json_atomic,
 )
-from rig.redact import redact_text
+from rig.runs.metricsfile import redacted, write_metrics_json
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
 from rig.transports.base import Transport
@@ -76,74 +76,113 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunnerSettings:
+    """How the runner runs (frozen; rig.runs.execute builds it from a RunConfig)."""
+
+    run_id: str | None = None  # None: a new one
+    concurrency: int = 1  # rollouts at once; 0: auto (AIMD on the loop's lag, AutoGate)
+    connect_concurrency: int = 8
+    seed: int = 0
+    rt_priority: int = 0  # SCHED_FIFO for the loop thread (rig/realtime.py)
+    #: rollouts start at least this far apart: their ends (each session's close costs the
+    #: loop a few ms) and their connects do not pile up into one long loop block
+    start_interval_s: float = 0.02
+    analyze: bool = True  # the analysis in a worker process (False: the split in a thread)
+    analysis_timeout_s: float = 120.0
+    #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
+    asr_model: str | None = None
+    #: what the rig tolerates of its own timing before a rollout is not timing_valid
+    tolerance: TimingTolerance = field(default_factory=TimingTolerance)
+    #: resume into a run directory recorded with another configuration (recorded)
+    force_resume: bool = False
+    manifest_name: str = "manifest.json"  # a worker's own (rig.runs.workers)
+    #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
+    shard: Shard | None = None
+    node: str | None = None  # where this runs (default: the host name)
+    #: the run's part of the manifest's config block (RunConfig.describe)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    #: the command line the manifest records (None: this process's)
+    argv: tuple[str, ...] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest's config block: the runner's own settings, then the run's."""
+        return {
+            "concurrency": "auto" if self.concurrency <= 0 else self.concurrency,
+            "connect_concurrency": max(1, self.connect_concurrency),
+            "start_interval_s": max(0.0, self.start_interval_s),
+            "analyze": self.analyze,
+            "rt_priority": self.rt_priority,
+            "timing_tolerance": self.tolerance.as_dict(),
+            **self.config,  # a worker records the run's totals (rig.runs.workers)
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunHooks:
+    """What the runner calls out to (each optional)."""
+
+    #: a line for the user (plain progress, notes)
+    progress: Callable[[str], None] | None = None
+    #: a rollout id -> where its records are published (live telemetry)
+    publish_factory: Callable[[str], Publish] | None = None
+    #: awaited once everything is set up, before the first rollout streams (a worker of
+    #: `rig run --workers` waits there for the others: rig.runs.workers.StartBarrier)
+    before_streaming: Callable[[], Awaitable[None]] | None = None
+
+
 class Runner:
+    """Many rollouts into one run directory. Built once from frozen inputs, never changed
+    from outside: `settings` (how), `clock`, `writer` (the recording writer thread) and
+    `hooks` (progress lines, telemetry, the start barrier)."""
+
     def __init__(
         self,
         out_dir: str,
+        settings: RunnerSettings | None = None,
         *,
-        run_id: str | None = None,
-        concurrency: int = 1,
-        connect_concurrency: int = 8,
         clock: Clock | None = None,
-        seed: int = 0,
-        config: dict[str, Any] | None = None,
-        publish_factory: Callable[[str], Publish] | None = None,
         writer: RecordingWriter | None = None,
-        progress: Callable[[str], None] | None = None,
-        analyze: bool = True,
-        analysis_timeout_s: float = 120.0,
-        start_interval_s: float = 0.02,
-        rt_priority: int = 0,
-        force_resume: bool = False,
-        tolerance: TimingTolerance | None = None,
-        manifest_name: str = "manifest.json",
-        asr_model: str | None = None,
-        shard: Shard | None = None,
-        node: str | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
-        self.manifest_name = manifest_name  # a worker's own (rig.workers); resume reads the run's
-        #: awaited once everything is set up, before the first rollout streams (a worker of
-        #: `rig run --workers` waits there for the others: rig.workers.StartBarrier)
-        self.before_streaming: Callable[[], Awaitable[None]] | None = None
-        #: what the rig tolerates of its own timing before a rollout is not timing_valid
-        self.tolerance = tolerance or TimingTolerance()
-        #: faster-whisper model for word onsets, run in the analysis worker (None: asr off)
-        self.asr_model = asr_model
-        #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
-        self.shard = shard
+        s = self.settings = settings or RunnerSettings()
+        h = hooks or RunHooks()
+        self.manifest_name = s.manifest_name
+        self._before_streaming = h.before_streaming
+        self.tolerance = s.tolerance
+        self.asr_model = s.asr_model
+        self.shard = s.shard
         #: where this process runs, written into every metrics.json: per-node monotonic
         #: times are never compared across nodes, so each rollout says which node it ran on
         host = socket.gethostname()
         self.placement: dict[str, Any] = {
             "host": host,
-            "node": node or host,
-            "shard": shard.label if shard is not None else None,
+            "node": s.node or host,
+            "shard": s.shard.label if s.shard is not None else None,
         }
-        #: resume into a run directory recorded with another configuration (recorded)
-        self.force_resume = force_resume
-        # rollouts start at least this far apart: their ends (each session's close costs the
-        # loop a few ms) and their connects do not pile up into one long loop block
-        self.start_interval_ns = round(max(0.0, start_interval_s) * 1e9)
+        self.force_resume = s.force_resume
+        self.start_interval_ns = round(max(0.0, s.start_interval_s) * 1e9)
         self._next_start_ns = 0
-        self.analyze = analyze
-        self.rt_priority = rt_priority  # SCHED_FIFO for the loop thread (rig/realtime.py)
-        self.analysis_timeout_s = analysis_timeout_s
+        self.analyze = s.analyze
+        self.rt_priority = s.rt_priority
+        self.analysis_timeout_s = s.analysis_timeout_s
         self._pool: AnalysisWorker | None = None
         self._phase_counter = 0
         self.analysis_error: str | None = None
-        self.run_id = check_id(run_id, "--run-id") if run_id is not None else new_run_id()
+        self.run_id = check_id(s.run_id, "--run-id") if s.run_id is not None else new_run_id()
         self.run_dir = os.path.join(out_dir, self.run_id)
-        self.auto = concurrency <= 0  # --concurrency auto: AIMD on the loop's lag (AutoGate)
-        self.concurrency = max(1, concurrency)
-        self.connect_gate_size = max(1, connect_concurrency)
+        self.auto = s.concurrency <= 0  # --concurrency auto: AIMD on the loop's lag (AutoGate)
+        self.concurrency = max(1, s.concurrency)
+        self.connect_gate_size = max(1, s.connect_concurrency)
         self.clock = clock or MonotonicClock()
-        self.seed = seed
-        self.config = config or {}
-        self.publish_factory = publish_factory
+        self.seed = s.seed
+        #: the run's own random numbers (never the global RNG: rig.run may share a process)
+        self.rng = random.Random(s.seed)
+        self._publish_factory = h.publish_factory
         self.writer = writer or RecordingWriter()
         #: one loop, one watch: every session's verdict reads the same monitor
         self.watch = LoopWatch(self.clock, backlog=lambda: self.writer.backlog)
-        self.progress = progress or (lambda line: None)
+        self.progress = h.progress or (lambda line: None)
         self.io = realtime.IoThreads()  # blocking calls, on threads started before streaming
         self.results: dict[str, dict[str, Any]] = {}
         #: why the run stopped starting rollouts (a full disk), None while it goes on
@@ -171,11 +210,10 @@ class Runner:
             os.makedirs(os.path.join(self.run_dir, "rollouts"), exist_ok=True)
         except OSError as exc:
             raise DataFileError(self.run_dir, f"cannot create: {describe_os_error(exc)}") from exc
-        random.seed(self.seed)
         manifest_path = os.path.join(self.run_dir, self.manifest_name)
         previous: dict[str, Any] = {}
         # the run's manifest; for a worker whose parent was killed before it merged one, the
-        # worker's own from that attempt (rig.workers): either way a resume is recorded
+        # worker's own from that attempt (rig.runs.workers): either way a resume is recorded
         for name in dict.fromkeys(("manifest.json", self.manifest_name)):
             with contextlib.suppress(OSError, ValueError):
                 loaded = read_json(os.path.join(self.run_dir, name))  # may block
@@ -184,18 +222,11 @@ class Runner:
                 break
         manifest = build_manifest(
             self.run_id,
-            config={
-                "concurrency": "auto" if self.auto else self.concurrency,
-                "connect_concurrency": self.connect_gate_size,
-                "start_interval_s": self.start_interval_ns / 1e9,
-                "analyze": self.analyze,
-                "rt_priority": self.rt_priority,
-                "timing_tolerance": self.tolerance.as_dict(),
-                **self.config,  # a worker records the run's totals (rig.workers)
-            },
+            config=self.settings.describe(),
             targets=targets,
             seed=self.seed,
             started_ns=self.clock.now_ns(),
+            argv=self.settings.argv,
         )
         manifest["rollouts"] = {
             s.rollout_id: {"meta": s.meta, "plan": s.plan.describe()} for s in specs
@@ -203,27 +234,7 @@ class Runner:
         manifest["shard"] = self.shard.describe(all_ids) if self.shard is not None else None
         manifest["node"] = self.placement["node"]
         if previous:
-            changed = resume.changes(previous, manifest)
-            if changed and not self.force_resume:
-                raise ConfigError(
-                    f"{self.run_dir} was recorded with a different configuration "
-                    f"({resume.describe(changed)}); resuming would mix two experiments. "
-                    "Use a new --run-id, or --force-resume to mix them on purpose (recorded)"
-                )
-            manifest["resumed_from"] = {
-                "started_utc": previous.get("started_utc"),
-                "status": previous.get("status"),
-                "git_sha": previous.get("git_sha"),
-                "forced": bool(changed),
-                "changes": changed,
-                "previous": previous.get("resumed_from"),
-            }
-            if changed:  # both experiments' targets stay on record
-                old = previous.get("targets")
-                old_targets = old if isinstance(old, list) else []
-                manifest["targets"] = old_targets + [
-                    t for t in manifest["targets"] if t not in old_targets
-                ]
+            manifest = resume.resumed(previous, manifest, self.run_dir, force=self.force_resume)
         manifest["scheduling"] = sched
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
@@ -259,8 +270,8 @@ class Runner:
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
-        if todo and self.before_streaming is not None:
-            await self.before_streaming()
+        if todo and self._before_streaming is not None:
+            await self._before_streaming()
 
         async def one(spec: RolloutSpec) -> None:
             async with gate:
@@ -320,7 +331,7 @@ class Runner:
 
     async def _run_one(self, spec: RolloutSpec, open_gate: asyncio.Semaphore) -> dict[str, Any]:
         d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
-        publish = self.publish_factory(spec.rollout_id) if self.publish_factory else None
+        publish = self._publish_factory(spec.rollout_id) if self._publish_factory else None
         self.progress(f"{spec.rollout_id}: start")
         try:
             await self.io.run(move_aside, d)  # disk work off the audio loop
@@ -335,7 +346,6 @@ class Runner:
                 spec.session_config,
                 publish,
                 spec.meta,
-                write_metrics=False,
                 phase=self._next_phase(),
                 watch=self.watch,
                 tolerance=self.tolerance,
@@ -440,17 +450,9 @@ class Runner:
         """metrics.json, off the loop. If it cannot be written the rollout is a write_error
         (in the run's results and manifest; no file, so a resume redoes it)."""
 
-        for key in ("reason", "session_reason"):  # free text: error messages may hold URLs
-            if isinstance(metrics.get(key), str):
-                metrics = {**metrics, key: redact_text(metrics[key])}
-        metrics = {**metrics, **self.placement}
-
-        def write() -> None:
-            os.makedirs(d, exist_ok=True)
-            write_json_atomic(os.path.join(d, "metrics.json"), metrics)
-
+        metrics = {**redacted(metrics), **self.placement}
         try:
-            await self.io.run(write)
+            await self.io.run(write_metrics_json, d, metrics)
         except OSError as exc:
             text = describe_os_error(exc)
             if exc.errno in DISK_FULL_ERRNOS:

@@ -1,5 +1,8 @@
 """`--impair` for `rig run`, `rig proxy` and `rig sim`: one option, one relay (rig.relay.process).
 
+The option is given as its spec text; the relay is made here and started by whoever runs it
+(rig.runs.execute for a run).
+
 Standard library only at module level (building the parser must stay light); the relay is
 imported when a command actually impairs something.
 """
@@ -31,9 +34,8 @@ def add_impair_option(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--impair", metavar="SPEC", help=IMPAIR_HELP)
 
 
-def impairment(args: argparse.Namespace) -> Impairment | None:
+def impairment(spec: str | None) -> Impairment | None:
     """The parsed `--impair` (ConfigError on a bad spec), None when not given."""
-    spec = getattr(args, "impair", None)
     if not spec:
         return None
     from rig.net.impair import parse_impair
@@ -53,10 +55,10 @@ def target_address(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def relay_for(args: argparse.Namespace, url: str, transport: str) -> TcpRelay | UdpRelay | None:
-    """The (not yet started) relay `--impair` asks for in front of `url`: a TCP relay for
-    WebSocket, a UDP relay on the media path for WebRTC; None without `--impair`."""
-    imp = impairment(args)
+def relay_for(spec: str | None, url: str, transport: str) -> TcpRelay | UdpRelay | None:
+    """The (not yet started) relay `--impair SPEC` asks for in front of `url`: a TCP relay
+    for WebSocket, a UDP relay on the media path for WebRTC; None without `--impair`."""
+    imp = impairment(spec)
     if imp is None:
         return None
     if transport == "webrtc":
@@ -74,9 +76,3 @@ def relay_for(args: argparse.Namespace, url: str, transport: str) -> TcpRelay | 
 def impair_log_path(run_dir: str) -> str:
     os.makedirs(run_dir, exist_ok=True)
     return os.path.join(run_dir, "impair.jsonl")
-
-
-def impair_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The manifest's `config.impair` (settings of the relay `build_specs` made), or {}."""
-    relay = getattr(args, "impair_relay", None)
-    return {} if relay is None else {"impair": relay.describe()}

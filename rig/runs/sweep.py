@@ -57,12 +57,12 @@ def parse_sweep(pairs: list[str] | None) -> list[dict[str, Any]]:
 
 
 def checked_settings(
-    args: Any, transport: str, dialect: str, options: dict[str, Any]
+    pairs: list[str] | None, transport: str, dialect: str, options: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """`args.sweep` parsed, every setting accepted by the dialect before anything runs."""
+    """`--sweep` pairs parsed, every setting accepted by the dialect before anything runs."""
     from rig.dialects import get_dialect
 
-    settings = parse_sweep(getattr(args, "sweep", None))
+    settings = parse_sweep(pairs)
     if settings and transport != "ws":
         raise ConfigError("--sweep varies dialect options: WebSocket targets only")
     for setting in settings:
@@ -74,7 +74,7 @@ def checked_settings(
 
 
 def swept_runs(
-    args: Any,
+    pairs: list[str] | None,
     transport: str,
     dialect: str,
     options: dict[str, Any],
@@ -83,7 +83,7 @@ def swept_runs(
     """(setting, rollout id, item, repeat) for every run under every setting, settings
     outermost; without a sweep each run once under the empty setting."""
     each = list(runs)
-    settings = checked_settings(args, transport, dialect, options) or [{}]
+    settings = checked_settings(pairs, transport, dialect, options) or [{}]
     return [(s, rid, item, rep) for s in settings for rid, item, rep in each]
 
 

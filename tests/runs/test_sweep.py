@@ -15,8 +15,8 @@ import pytest
 
 from rig.analysis.aggregate import aggregate
 from rig.cli import main
-from rig.cli.sweep import parse_sweep, setting_label, setting_suffix
 from rig.errors import ConfigError
+from rig.runs.sweep import parse_sweep, setting_label, setting_suffix
 from rig.scenarios.builtin import data_path
 from tests.fakes.openai_server import FakeRealtimeServer
 from tests.support.runexit import assert_run_ok, timing_flagged
