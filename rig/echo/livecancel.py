@@ -17,7 +17,13 @@ the raw (at most one frame plus whatever of the reference has not played yet). T
 seeded from the measured response: before the stream, `pretrain` runs it on seeded noise and
 that noise through the response, so it starts converged instead of adapting for a second.
 
-ERLE (echo return loss enhancement) is measured on echo-only frames: the reference is
+Residual echo suppression (as real cancellers do after their filter): a cleaned frame more
+than `SUPPRESS_DB` below the echo the response predicts for it holds nothing but what the
+filter left of the rig's own echo, and is silenced (the price: a device talking that much
+below the rig's echo at that moment is silenced with it).
+
+ERLE (echo return loss enhancement, the filter's: before suppression) is measured on
+echo-only frames: the reference is
 playing and the capture is no louder than `double_talk_db` above the echo the response
 predicts (louder: the device is talking too). The verdict (`OwnEchoVerdict`) flags a rollout
 whose residual echo is too high to tell the device from the rig: where the residual's peak
@@ -42,6 +48,9 @@ F64 = npt.NDArray[np.float64]
 #: how far back the reference ring reaches beyond the bulk delay and the tail
 KEEP_S = 2.0
 MIN_ERLE_DB = 10.0
+#: residual echo suppression: how far below the predicted echo a cleaned frame is taken
+#: for residual echo only
+SUPPRESS_DB = 25.0
 
 
 def frame_samples(rate: int) -> int:
@@ -51,10 +60,10 @@ def frame_samples(rate: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class OwnEchoVerdict:
-    erle_db: float | None  # median over echo-only frames (None: no echo to measure)
+    erle_db: float | None  # the filter's, median over echo-only frames (None: no echo)
     erle_frames: int
     raw_echo_peak_dbfs: float | None  # p95 of the raw capture's peak on echo-only frames
-    residual_peak_dbfs: float | None  # p95 of the cleaned capture's peak there
+    residual_peak_dbfs: float | None  # p95 of the cleaned capture's peak there (as heard)
     flagged: bool
     reason: str | None
 
@@ -83,6 +92,7 @@ class CaptureCanceller:
         *,
         frame: int | None = None,
         double_talk_db: float = 6.0,
+        suppress_db: float | None = SUPPRESS_DB,
     ) -> None:
         try:
             import speexdsp
@@ -93,6 +103,10 @@ class CaptureCanceller:
         self.tail = max(self.frame, tail_samples)
         self.echo_gain = echo_gain  # the path's power gain (sum of the response's taps squared)
         self.double_talk = 10 ** (double_talk_db / 10)
+        #: residual echo suppression: a cleaned frame this far below the echo the response
+        #: predicts is residual echo only, and is silenced (None: off)
+        self.suppress = None if suppress_db is None else 10 ** (-suppress_db / 10)
+        self.suppressed = 0
         self._ec = speexdsp.EchoCanceller.create(self.frame, self.tail, rate)
         self.lag: int | None = None  # out frame = in frame - lag
         self._ring = np.zeros(self.tail + round(KEEP_S * rate), np.int16)
@@ -170,7 +184,9 @@ class CaptureCanceller:
             raw = self._pend[:f]
             ref = self._reference(ref_start, f)
             clean = np.frombuffer(self._ec.process(raw.tobytes(), ref.tobytes()), np.int16)
-            self._note(raw, clean, ref)
+            heard = self._suppress(clean, ref)
+            self._note(raw, clean, heard, ref)
+            clean = heard
             self.cost_ns += time.thread_time_ns() - t
             self.frames += 1
             out.append((self._pend_frame, clean, raw))
@@ -178,7 +194,17 @@ class CaptureCanceller:
             self._pend_frame += f
         return out
 
-    def _note(self, raw: Pcm16, clean: Pcm16, ref: Pcm16) -> None:
+    def _suppress(self, clean: Pcm16, ref: Pcm16) -> Pcm16:
+        if self.suppress is None:
+            return clean
+        r, y = ref.astype(np.float64), clean.astype(np.float64)
+        expected = float(r @ r) * self.echo_gain
+        if expected / r.size < 1.0 or float(y @ y) > expected * self.suppress:
+            return clean  # no echo to speak of, or more than residual echo: the device
+        self.suppressed += 1
+        return np.zeros_like(clean)
+
+    def _note(self, raw: Pcm16, clean: Pcm16, heard: Pcm16, ref: Pcm16) -> None:
         r = ref.astype(np.float64)
         x = raw.astype(np.float64)
         er, ex = float(r @ r), float(x @ x)
@@ -186,7 +212,8 @@ class CaptureCanceller:
         if er / r.size < 100.0 or expected / r.size < 1.0 or ex > self.double_talk * expected:
             return  # the rig was silent, its echo is below one LSB, or the device talks too
         y = clean.astype(np.float64)
-        self._stats.append((ex, float(y @ y), float(np.abs(x).max()), float(np.abs(y).max())))
+        peak = float(np.abs(heard.astype(np.float64)).max())
+        self._stats.append((ex, float(y @ y), float(np.abs(x).max()), peak))
 
     # --- the account --------------------------------------------------------------------
 
@@ -224,5 +251,7 @@ class CaptureCanceller:
             "lag_frames": self.lag,
             "frames": self.frames,
             "cost_us_per_frame": round(self.cost_ns / 1000.0 / max(1, self.frames), 2),
+            "suppress_db": None if self.suppress is None else SUPPRESS_DB,
+            "suppressed_frames": self.suppressed,
             "min_erle_db": MIN_ERLE_DB,
         }
