@@ -16,10 +16,10 @@ from typing import Any
 
 from rig.aio import raise_if_cancelling
 from rig.clock.base import Clock
-from rig.core.events import ControlRequest, DownAudio
+from rig.core.events import ControlRequest, DownAudio, DownTrack
 from rig.core.listener import Listener, Output
 from rig.core.metrics import Outcome
-from rig.core.records import EventRecord
+from rig.core.records import EventRecord, TrackAudio
 from rig.core.sessionconfig import SessionConfig
 from rig.core.units import NS_PER_S
 from rig.core.uplink import Frame
@@ -163,6 +163,8 @@ class Link:
             async for item in self.transport.receive():
                 if isinstance(item, DownAudio):
                     self.sink.put_all(listener.on_audio(item))
+                elif isinstance(item, DownTrack):  # system_raw.wav: rig.transports.deviceecho
+                    self.sink.put(TrackAudio(item.name, item.sample_rate, item.pcm))
                 else:
                     self.sink.put_all(listener.on_event(item))
         except asyncio.CancelledError:

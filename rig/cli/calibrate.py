@@ -124,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
         c = doc[f"pa_clock_{side}"]
         verdict = "consistent" if c["consistent"] else f"not used: {c['reason']}"
         print(f"PortAudio {side:>3} times: {verdict}")
+    ir = doc.get("impulse_response")
+    if ir is not None:
+        print(
+            f"echo path   gain {ir['gain_db']:.1f} dB, peak at {ir['peak_ms']:.3f} ms, "
+            f"99.9 % of its energy within {ir['length_ms']:.1f} ms of {ir['t0_ms']:.3f} ms "
+            "(kept for --cancel-own-echo)"
+        )
     if doc["xruns"]:
         print("xruns: " + ", ".join(f"{k} {v}" for k, v in doc["xruns"].items()))
     if "stored_at" in doc:

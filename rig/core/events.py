@@ -38,7 +38,19 @@ class DownEvent:
     source: str = "server"
 
 
+@dataclass(frozen=True, slots=True)
+class DownTrack:
+    """A track a transport records beside what it delivers, appended to `<name>.wav` (the raw
+    capture before the rig's own echo was removed: rig.transports.deviceecho)."""
+
+    name: str
+    sample_rate: int
+    pcm: Pcm16
+
+
 Incoming = DownAudio | DownEvent
+#: what a transport's receive() yields: the system's items, and tracks of its own
+Received = Incoming | DownTrack
 
 
 @dataclass(frozen=True, slots=True)

@@ -251,12 +251,13 @@ def judge(
     tolerance: TimingTolerance,
     device_xruns: int = 0,
     figures: FigureBounds | None = None,
+    transport_reasons: Sequence[str] = (),
 ) -> Verdict:
     """The verdict on the rig's own timing for one rollout, with every reason it failed (one
     line each). A sound-card xrun is the rig's own audio path missing its deadline, like a
-    stall."""
+    stall; a transport may add its own (residual own echo: rig.transports.deviceecho)."""
     tol = tolerance
-    reasons: list[str] = []
+    reasons: list[str] = list(transport_reasons)
     if device_xruns:
         reasons.append(f"{device_xruns} sound-card xrun{'s' if device_xruns != 1 else ''}")
     if lateness_p99_ms is not None and lateness_p99_ms > tol.lateness_p99_ms:
@@ -316,4 +317,5 @@ def judge_session(
     if log is not None and loop is not None:
         figures = log_figure_bounds(log, metrics.get("responses") or [], monitor, tolerance)
     n_xruns = xruns if isinstance(xruns, int) else 0
-    return judge(p99, stalls, loop, tolerance, n_xruns, figures)
+    more = [str(r) for r in metrics.get("transport_timing_reasons") or []]
+    return judge(p99, stalls, loop, tolerance, n_xruns, figures, more)

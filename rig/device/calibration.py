@@ -14,6 +14,7 @@ from typing import Any
 
 from rig import safejson
 from rig.device.calibration_store import CalibrationStore, PathKey
+from rig.device.response import ImpulseResponse
 from rig.errors import ConfigError
 
 #: a calibration file is a few hundred bytes; anything near this is not one
@@ -123,3 +124,56 @@ def compose_calibration(
         "composed_from": [out_cable, in_cable],
         "probe": name,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class EchoCalibration:
+    """The rig's own playback -> capture response a run's canceller is seeded with."""
+
+    response: ImpulseResponse
+    round_trip_ms: float
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.response.as_dict()
+        del d["taps"]
+        return {**d, "round_trip_ms": self.round_trip_ms, "source": self.source}
+
+
+def load_echo_response(
+    spec: str, key: PathKey, store_root: str | Path | None = None
+) -> EchoCalibration:
+    """`auto`: the impulse response stored with this path's calibration; FILE: one from
+    `rig calibrate --json` measured on this path. None found is a ConfigError that says how
+    to measure one."""
+    if spec == "auto":
+        doc = CalibrationStore(store_root).load(key)
+        if doc is None:
+            raise ConfigError(
+                f"--cancel-own-echo: no stored calibration for {key.slug()}: run `rig calibrate "
+                "--input IN --output OUT` on this path (same rate/blocksize/latency/duplex/"
+                "backend) with the device under test silent"
+            )
+        result, source = doc["calibration"], str(CalibrationStore(store_root).path_for(key))
+    else:
+        cal = load_calibration(spec, key)  # a file: it must match the path
+        assert cal is not None
+        path = Path(spec)
+        doc = safejson.parse(path.read_bytes(), max_bytes=MAX_CALIBRATION_BYTES)
+        result, source = doc.get("calibration", doc), spec
+    ir = result.get("impulse_response") if isinstance(result, dict) else None
+    if not isinstance(ir, dict):
+        raise ConfigError(
+            f"{source}: this calibration has no impulse response (measured before rig kept "
+            "one): run `rig calibrate` on this path again"
+        )
+    try:
+        response = ImpulseResponse.from_dict(ir)
+        rt = float(result["round_trip_ms"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: unusable impulse response ({exc})") from None
+    if response.rate != key.rate:
+        raise ConfigError(
+            f"{source}: impulse response at {response.rate} Hz, the run at {key.rate}"
+        )
+    return EchoCalibration(response, rt, source)

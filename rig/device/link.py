@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,9 @@ class DeviceLink:
         self.lost: str | None = None
         self._blocks: AsyncIterator[Block] | None = None
         self._opened: dict[str, Any] | None = None
+        #: sees every sample queued for the output, lead silence included, in queue order
+        #: (the own-echo canceller's reference: rig.transports.deviceecho)
+        self.on_queue: Callable[[Pcm16], None] | None = None
 
     async def open(self) -> None:
         """Start the streams and return once both directions flow steadily."""
@@ -148,10 +151,15 @@ class DeviceLink:
             if self.play_log.pushed > 0:
                 self.stats.playout_underruns += 1
             if self.lead_frames:
+                lead = np.zeros(self.lead_frames, np.int16)
                 self.play_log.push(self.lead_frames)
-                self.stream.play(np.zeros(self.lead_frames, np.int16))
+                self.stream.play(lead)
+                if self.on_queue is not None:
+                    self.on_queue(lead)
         start = self.play_log.push(len(pcm))
         self.stream.play(pcm)
+        if self.on_queue is not None:
+            self.on_queue(pcm)
         return start
 
     def live_out_ns(self, index: int) -> int:

@@ -39,6 +39,7 @@ from rig.device.calibrate import (
     summarize,
 )
 from rig.device.model import Block, StatusFlag, StreamSettings, flag_names
+from rig.device.response import LENGTH_MS, ImpulseResponse, measure_response
 from rig.device.stream import DeviceStream
 from rig.device.timeinfo import FrameClock, FrameStamp, PaClockCheck, check_pa_clock
 from rig.errors import DeviceError
@@ -63,6 +64,8 @@ class LoopbackResult:
     pa_clock_in: PaClockCheck
     pa_clock_out: PaClockCheck
     xruns: dict[str, int] = field(default_factory=dict)
+    #: the path's impulse response (the rig's own echo, for --cancel-own-echo)
+    response: ImpulseResponse | None = None
 
     @property
     def reported_latency_ms(self) -> float | None:
@@ -94,6 +97,7 @@ class LoopbackResult:
             "pa_clock_in": self.pa_clock_in.as_dict(),
             "pa_clock_out": self.pa_clock_out.as_dict(),
             "xruns": dict(self.xruns),
+            "impulse_response": None if self.response is None else self.response.as_dict(),
         }
 
 
@@ -117,6 +121,7 @@ async def measure_round_trip(
     max_spread_ms: float = 1.0,
     timeout_s: float = 30.0,
     clock: Clock | None = None,
+    response_ms: float = LENGTH_MS,
 ) -> LoopbackResult:
     """Play `repeats` probes through the loopback and return the checked round trip.
 
@@ -184,6 +189,16 @@ async def measure_round_trip(
         min_repeats=min(3, repeats),
         expected_repeats=repeats,
     )
+    # the response must end inside the silent gap after each probe
+    room_ms = gap_frames * 1000.0 / rate - stats.median_ms - 5.0
+    response = measure_response(
+        signal,
+        rx,
+        [d.position_frames for d in detections],
+        rate,
+        stats.median_ms,
+        length_ms=max(1.0, min(response_ms, room_ms)),
+    )
     return LoopbackResult(
         stats=stats,
         settings=settings,
@@ -198,6 +213,7 @@ async def measure_round_trip(
         pa_clock_in=check_pa_clock(in_stamps),
         pa_clock_out=check_pa_clock(out_stamps),
         xruns=dict(xruns),
+        response=response,
     )
 
 

@@ -5,6 +5,6 @@ the rig hears (docs/devices.md, docs/metrics.md).
 uniformly partitioned FFT convolution the echo path runs frame by frame; `resample` reads the
 playback track at the uplink rate; `rir` loads or builds a room impulse response; `path` is the
 uplink frame hook that adds the echo; `canceller` removes the rig's own playback from a sound
-card's capture (SpeexDSP). Sans-I/O except `rir` (reads a file, runs pyroomacoustics), which
-the session calls off the event loop.
+card's capture after the fact and `livecancel` as it arrives (SpeexDSP). Sans-I/O except
+`rir` (reads a file, runs pyroomacoustics), which the session calls off the event loop.
 """

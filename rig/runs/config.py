@@ -325,6 +325,12 @@ def check_config(config: RunConfig) -> None:
         EchoSpec.parse(config.session.echo)
     if config.live.device_clock and not config.live.mqtt:
         raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
+    from rig.device.roomopts import check_room_options
+
+    d = config.device
+    check_room_options(
+        config.target.transport, d.cancel_own_echo, d.noise_device, d.noise, d.noise_level_dbfs
+    )
     if config.command == "demo":
         if config.scale.workers not in ("auto", 1):  # its reference system runs here
             raise ConfigError("rig demo runs in one process: --workers is for rig run")

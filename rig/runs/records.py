@@ -149,6 +149,12 @@ class Device:
     latency: str = opt("high", "--latency")
     duplex: bool = opt(False, "--duplex")
     calibration: str = opt("auto", "--calibration")
+    #: `--cancel-own-echo [auto|FILE]`: the rig's own playback removed from the capture
+    cancel_own_echo: str | None = opt(None, "--cancel-own-echo", str)
+    #: a noise scene on a second output (all three, or none: rig.device.roomopts)
+    noise_device: str | None = opt(None, "--noise-device", str)
+    noise: str | None = opt(None, "--noise", str)
+    noise_level_dbfs: float | None = opt(None, "--noise-level-dbfs", float)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rig.conditions import apply_conditions
-from rig.device.calibration import load_calibration
+from rig.device.calibration import load_calibration, load_echo_response
 from rig.device.options import DeviceOptions, open_checked, parse_latency, path_key
+from rig.device.roomopts import check_noise_device, noise_options
 from rig.dialects import get_dialect
 from rig.errors import ConfigError
 from rig.redact import redact_url
@@ -222,12 +223,26 @@ def device_specs(items: list[ScenarioItem], config: RunConfig) -> list[RolloutSp
     stream = open_checked(opts)  # DeviceError: missing device, unsupported rate/channels
     key = path_key(stream, opts)
     cal = load_calibration(dev.calibration, key)
+    # the room (docs/devices.md): the echo response and the noise output, checked up front
+    echo = None if dev.cancel_own_echo is None else load_echo_response(dev.cancel_own_echo, key)
+    noise = noise_options(
+        dev.noise_device,
+        dev.noise,
+        dev.noise_level_dbfs,
+        rate=opts.rate,
+        backend=opts.backend,
+        latency=opts.latency,
+    )
     target = {
         "transport": "device",
         **key.as_dict(),
         "channels": opts.channels,
         "calibration": None if cal is None else cal.as_dict(),
         "device_round_trip_ms": None if cal is None else cal.round_trip_ms,
+        "cancel_own_echo": None if echo is None else echo.as_dict(),
+        "noise": None
+        if noise is None
+        else {**noise.as_dict(), "device_name": check_noise_device(noise)},
     }
     specs = []
     for rid, item, rep in repeated(items, config.scale.repeat):
@@ -235,7 +250,9 @@ def device_specs(items: list[ScenarioItem], config: RunConfig) -> list[RolloutSp
             RolloutSpec(
                 rid,
                 item.plan,
-                device_factory(opts, dev.calibration),
+                device_factory(
+                    opts, dev.calibration, cancel_own_echo=dev.cancel_own_echo, noise=noise
+                ),
                 target,
                 {**item.meta, "repeat": rep},
                 config.session.session_config(item.session),

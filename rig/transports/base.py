@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rig.audio.pcm import Pcm16
-from rig.core.events import DownEvent, Incoming
+from rig.core.events import DownEvent, Received
 
 
 class Transport(abc.ABC):
@@ -53,7 +53,7 @@ class Transport(abc.ABC):
         """Send a control message (end of input, clock probe, truncate...)."""
 
     @abc.abstractmethod
-    def receive(self) -> AsyncIterator[Incoming]:
+    def receive(self) -> AsyncIterator[Received]:
         """Everything the system sends, in arrival order, until it closes."""
 
     @abc.abstractmethod

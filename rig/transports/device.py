@@ -38,15 +38,17 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
-from rig.core.events import DownAudio, DownEvent, Incoming
+from rig.core.events import DownAudio, DownEvent, Received
 from rig.core.units import NS_PER_S
 from rig.device.binding import Backend
-from rig.device.calibration import Calibration, load_calibration
+from rig.device.calibration import Calibration, load_calibration, load_echo_response
 from rig.device.link import DeviceLink
 from rig.device.model import flag_names
+from rig.device.noise import NoiseOptions, NoisePlayer
 from rig.device.options import DeviceOptions, path_key
 from rig.errors import DeviceError
 from rig.transports.base import Transport
+from rig.transports.deviceecho import OwnEcho
 
 
 class DeviceTransport(Transport):
@@ -60,6 +62,9 @@ class DeviceTransport(Transport):
         calibration: str = "auto",
         calibration_store: str | Path | None = None,
         backend: Backend | None = None,
+        cancel_own_echo: str | None = None,
+        onset_threshold_dbfs: float = -40.0,
+        noise: NoiseOptions | None = None,
     ) -> None:
         self.opts = opts
         self.clock = clock
@@ -77,6 +82,16 @@ class DeviceTransport(Transport):
         self._down_t: list[int] = []
         self._closed = False
         self._resolve_calibration()
+        #: the rig's own playback removed from the capture (--cancel-own-echo auto|FILE)
+        self.cancel_own_echo = cancel_own_echo
+        self.own: OwnEcho | None = None
+        if cancel_own_echo:
+            key = path_key(self.link.stream, opts)
+            cal = load_echo_response(cancel_own_echo, key, calibration_store)
+            self.own = OwnEcho(self.link, cal, onset_threshold_dbfs=onset_threshold_dbfs)
+        #: a noise scene on a second output, started with the first uplink frame
+        self.noise_opts = noise
+        self.noise: NoisePlayer | None = None
 
     def _resolve_calibration(self) -> None:
         key = path_key(self.link.stream, self.opts)
@@ -89,11 +104,18 @@ class DeviceTransport(Transport):
             )
 
     async def open(self) -> None:
+        if self.noise_opts is not None:  # silent until the first frame: see send_audio
+            self.noise = await NoisePlayer.load(self.noise_opts, self.clock)
+            await self.noise.open()
         await self.link.open()
+        if self.own is not None:
+            await self.own.start()
 
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
         t = self.clock.now_ns()
         index = self.link.play(pcm)
+        if self.noise is not None and seq == 0:
+            self.noise.start()
         frame = self.link.play_log.predict_frame(index)
         t_out = self.link.live_out.time_ns(frame)
         lat = self.link.stream.latency().output_s
@@ -114,7 +136,7 @@ class DeviceTransport(Transport):
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
         """A sound card carries audio only: control messages have nowhere to go."""
 
-    async def receive(self) -> AsyncIterator[Incoming]:
+    async def receive(self) -> AsyncIterator[Received]:
         link = self.link
         in_lat = link.stream.latency().input_s
         while True:
@@ -140,6 +162,18 @@ class DeviceTransport(Transport):
                     },
                 )
             if b.direction != "in" or b.pcm is None:
+                if self.own is not None and b.direction == "out":
+                    self.own.on_out(b)
+                continue
+            if self.own is not None:  # cleaned frames (and the raw beside them) as they are done
+                for frame, clean, raw in self.own.on_in(b):
+                    t = link.live_in.time_ns(frame)
+                    self._down_frames.append(frame)
+                    self._down_t.append(t)
+                    yield DownAudio(
+                        clean, self.opts.rate, t, None, {"frame": frame, "t_cb_ns": b.t_ns}
+                    )
+                    yield raw
                 continue
             t = link.live_in.time_ns(b.frame)
             self._down_frames.append(b.frame)
@@ -162,6 +196,8 @@ class DeviceTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        if self.noise is not None:
+            await self.noise.close()
         await self.link.close()
 
     def describe(self) -> dict[str, Any]:
@@ -174,6 +210,8 @@ class DeviceTransport(Transport):
             "device_round_trip_ms": None
             if self.calibration is None
             else self.calibration.round_trip_ms,
+            "cancel_own_echo": None if self.own is None else self.own.cal.as_dict(),
+            "noise": None if self.noise_opts is None else self.noise_opts.as_dict(),
         }
 
     # --- metrics ----------------------------------------------------------------------------
@@ -221,14 +259,29 @@ class DeviceTransport(Transport):
                 r["latency_device_corrected_ms"] = round(dev_ms - rt, 3)
             else:
                 r["device_reason"] = self.calibration_note
+        if self.own is not None:
+            self.own.finish_metrics(metrics, rt)
+        if self.noise is not None:
+            metrics["noise"] = self.noise.describe()
 
 
 def device_factory(
-    opts: DeviceOptions, calibration: str = "auto", store: str | Path | None = None
+    opts: DeviceOptions,
+    calibration: str = "auto",
+    store: str | Path | None = None,
+    cancel_own_echo: str | None = None,
+    noise: NoiseOptions | None = None,
 ) -> Any:
     """A `RolloutSpec.make_transport` for the device transport."""
 
     def make(clock: Clock, gate: asyncio.Semaphore) -> DeviceTransport:
-        return DeviceTransport(opts, clock, calibration=calibration, calibration_store=store)
+        return DeviceTransport(
+            opts,
+            clock,
+            calibration=calibration,
+            calibration_store=store,
+            cancel_own_echo=cancel_own_echo,
+            noise=noise,
+        )
 
     return make

@@ -108,6 +108,9 @@ def test_cli_calibrate_json_and_store(tmp_path: Path, capsys: pytest.CaptureFixt
     for key in ("round_trip_ms", "spread_ms", "repeats", "reported_latency_ms"):
         assert key in doc
     assert doc["repeats"] == 3
+    ir = doc["impulse_response"]  # the loopback's response, kept for --cancel-own-echo
+    assert ir["rate"] == RATE and ir["peak_ms"] == pytest.approx(doc["round_trip_ms"], abs=0.1)
+    assert ir["gain_db"] == pytest.approx(-1.0, abs=0.5)  # a wire, in the probe's band
     stored = CalibrationStore(tmp_path).load(PathKey.from_result(doc))
     assert stored is not None
     assert stored["calibration"]["round_trip_ms"] == doc["round_trip_ms"]
