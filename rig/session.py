@@ -44,7 +44,7 @@ from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
 from rig.sessionlink import CANCELLED, Link
 from rig.sessionlink import CAP_GRACE_S as CAP_GRACE_S  # re-exported
-from rig.sessiontick import Tick
+from rig.sessiontick import Parts, Tick
 from rig.transports.base import Transport
 
 
@@ -229,7 +229,8 @@ class Session:
         cap_ns = uplink.pacer.deadline_ns(0) + round(self.cfg.max_s * NS_PER_S)
         tick = None
         if self.cfg.tick and self.transport.sends_now and isinstance(self.clock, TickClock):
-            tick = self.tick = Tick(self, self.clock, recv, cap_ns, self._sent)
+            parts = Parts(uplink, listener, self.link, self.sink, self.watch.monitor, self.echo)
+            tick = self.tick = Tick(parts, self.clock, recv, cap_ns, self._sent)
         while True:
             if tick is not None:
                 back = await self.link.raising_root_cause(tick.run())

@@ -24,15 +24,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from rig.clock.base import TickClock
 from rig.clock.timer import TickHandle
+from rig.core.listener import Listener
+from rig.core.loopmonitor import LoopMonitor
 from rig.core.metrics import Outcome
-from rig.core.uplink import Frame
-
-if TYPE_CHECKING:
-    from rig.session import Session
+from rig.core.uplink import Frame, Uplink
+from rig.echo.path import EchoPath
+from rig.recordings.sink import RolloutSink
+from rig.sessionlink import Link
 
 
 @dataclass(slots=True)
@@ -45,18 +46,30 @@ class Handback:
     outcome: Outcome | None = None  # the script is over
 
 
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The session's pieces a frame goes through (rig.session builds it)."""
+
+    uplink: Uplink
+    listener: Listener
+    link: Link
+    sink: RolloutSink
+    monitor: LoopMonitor  # the loop's wake-up lags (rig.core.selfcheck)
+    echo: EchoPath | None
+
+
 class Tick:
     """Serves one session's frames from its clock's tick until one needs the send loop."""
 
     def __init__(
         self,
-        session: Session,
+        parts: Parts,
         clock: TickClock,
         recv: asyncio.Task[None],
         cap_ns: int,
         sent: Callable[[Frame, int], list[tuple[int, int]]],
     ) -> None:
-        self.s = session
+        self.s = parts
         self.clock = clock
         self.recv = recv
         self.cap_ns = cap_ns
@@ -67,10 +80,9 @@ class Tick:
 
     async def run(self) -> Handback | None:
         """Frames from the tick until one is handed back; None: this clock has no tick."""
-        s = self.s
-        assert s.uplink is not None
-        deadline = s.uplink.pacer.deadline_ns(s.uplink.next_seq)
-        self._early = s.clock.now_ns() < deadline
+        uplink = self.s.uplink
+        deadline = uplink.pacer.deadline_ns(uplink.next_seq)
+        self._early = self.s.link.clock.now_ns() < deadline
         fut: asyncio.Future[Handback] = asyncio.get_running_loop().create_future()
         self._fut = fut
         handle: TickHandle | None = self.clock.call_at(deadline, self.serve)
@@ -88,15 +100,14 @@ class Tick:
     def serve(self, deadline: int) -> int | None:
         """One frame at its deadline; the next deadline, or None when handed back."""
         s = self.s
-        uplink, listener = s.uplink, s.listener
-        assert uplink is not None and listener is not None
+        uplink, listener, clock = s.uplink, s.listener, s.link.clock
         fut = self._fut
         if fut is None or fut.done():
             return None
         try:
-            now = s.clock.now_ns()
+            now = clock.now_ns()
             if self._early:  # a timer wake-up: how late it came is the loop's lag
-                s.watch.monitor.frame_woke(deadline, now)
+                s.monitor.frame_woke(deadline, now)
             if deadline >= self.cap_ns or self.recv.done():
                 self._back(Handback())
                 return None
@@ -122,7 +133,7 @@ class Tick:
             if released:
                 s.sink.put_all(released)
             nxt = uplink.pacer.deadline_ns(uplink.next_seq)
-            self._early = s.clock.now_ns() < nxt
+            self._early = clock.now_ns() < nxt
             return nxt
         except Exception as exc:  # noqa: BLE001 - the loop raises it as its own
             fut.set_exception(exc)
