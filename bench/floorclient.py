@@ -115,8 +115,8 @@ async def run_task(url: str, n: int, frames: int, rec: Recorder, window: Window)
     async def send(k: int, ws: Any, t0_ns: int) -> None:
         due = t0_ns + phase_ns(k, n)
         for seq in range(frames):
-            delay_ns = due - time.monotonic_ns()
-            if delay_ns > 0:
+            # a loop that wakes a hair early (float seconds) sleeps again: never send early
+            while (delay_ns := due - time.monotonic_ns()) > 0:  # noqa: ASYNC110 - a deadline
                 await asyncio.sleep(delay_ns / 1e9)
             t_ns = time.monotonic_ns()
             await ws.send(UPLINK_PCM)

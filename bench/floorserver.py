@@ -5,11 +5,12 @@ time, so the client carries more downlink than a rollout does.
     python bench/floorserver.py [--uvloop]    # prints ws://127.0.0.1:PORT, then serves
 
 Cheap on purpose, so it is never the bottleneck: websockets' sans-I/O protocol straight over
-`asyncio.Protocol` (no task per connection or message) and one timer for all streams, at
-absolute deadlines `t0 + k * 20 ms` on `time.monotonic_ns()`. Each reply frame is 640 bytes
-of PCM16 whose first 16 bytes carry the frame's seq and its deadline (two little-endian
-uint64), so the client can tell downlink delay without a second clock. On SIGTERM it prints
-one JSON line (frames up and down, its own tick lateness p99) and exits.
+`asyncio.Protocol` (no task per connection or message) and one timer for all streams (a
+timerfd, bench/floortimer.py) at absolute deadlines `t0 + k * 20 ms` on `time.monotonic_ns()`.
+Each reply frame is 640 bytes of PCM16 whose first 16 bytes carry the frame's seq and its
+deadline (two little-endian uint64), so the client can tell downlink delay without a second
+clock. On SIGTERM it prints one JSON line (frames up and down, its own tick lateness p99)
+and exits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import time
 from typing import cast
 
+from floortimer import TickTimer
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
@@ -88,16 +90,17 @@ class FloorServer:
         self.pcm = tone_frame()[HEADER.size :]
         self.t0_ns = time.monotonic_ns()
         self.k = 0
+        self.timer = TickTimer(loop, self.tick)
 
     def arm(self) -> None:
         self.k += 1
-        self.loop.call_at((self.t0_ns + self.k * FRAME_NS) / 1e9, self.tick)
+        self.timer.arm(self.t0_ns + self.k * FRAME_NS)
 
     def tick(self) -> None:
         due_ns = self.t0_ns + self.k * FRAME_NS
         now_ns = time.monotonic_ns()
-        if now_ns < due_ns:  # woken a little early (timer rounding): never send early
-            self.loop.call_at(due_ns / 1e9, self.tick)
+        if now_ns < due_ns:  # woken early (call_at's float seconds): never send early
+            self.timer.arm(due_ns)
             return
         self.late_ns.append(now_ns - due_ns)
         for c in list(self.open):
