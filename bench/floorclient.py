@@ -27,7 +27,8 @@ Per run: client CPU per uplink frame (RUSAGE_SELF, every thread, over the steady
 [t0, t0 + seconds] / uplink frames), uplink lateness p50/p99/max (send stamp minus deadline),
 stalls (uplink late > 20 ms), frames received, downlink delay p99 (arrival minus the server's
 deadline, carried in the frame), the server's CPU per uplink frame (/proc, same window) and
-the writer's backlog at the window's end. The table gives the range over runs.
+the writer's backlog at the window's end. The server runs on uvloop wherever it is installed,
+for every variant. The table gives the range over runs.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ async def run_task(url: str, n: int, frames: int, rec: Recorder, window: Window)
 class TickStream(asyncio.Protocol):
     """One stream: websockets' sans-I/O protocol over the transport, arrivals stamped here."""
 
+    pauses = 0  # pause_writing calls, every stream of the run
+
     def __init__(self, k: int, url: str, rec: Recorder) -> None:
         self.k = k
         self.rec = rec
@@ -181,6 +184,11 @@ class TickStream(asyncio.Protocol):
                 self.transport.write(chunk)
             else:
                 self.transport.write_eof()
+
+    def pause_writing(self) -> None:
+        """The transport's buffer passed its high-water mark: the socket is not keeping up
+        (the frames still go, buffered; counted so a run that leaned on it says so)."""
+        TickStream.pauses += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.opened.done():
@@ -246,6 +254,7 @@ async def run_tick(url: str, n: int, frames: int, rec: Recorder, window: Window)
             await s.opened
             return s
 
+    TickStream.pauses = 0
     streams = list(await asyncio.gather(*(open_one(k) for k in range(n))))
     ticker = Ticker(streams, window.start(), frames)
     ticker.arm()
@@ -253,6 +262,7 @@ async def run_tick(url: str, n: int, frames: int, rec: Recorder, window: Window)
     await window.end()
     window.extra["early_wakes"] = ticker.early_wakes
     window.extra["timer"] = ticker.timer.kind
+    window.extra["write_pauses"] = TickStream.pauses
     for s in streams:
         s.ws.send_close()
         s.flush()
@@ -303,6 +313,8 @@ def realtime(priority: int) -> Iterator[str]:
     full collection meanwhile: the process settings a rig run gets, without rig."""
     gc.collect()
     gc.freeze()
+    saved_gc = gc.get_threshold()
+    gc.set_threshold(saved_gc[0], saved_gc[1], 1_000_000)
     saved = os.sched_getscheduler(0), os.sched_getparam(0)
     state = "off"
     if priority > 0:
@@ -317,6 +329,7 @@ def realtime(priority: int) -> Iterator[str]:
     finally:
         if state.startswith("SCHED_FIFO "):
             os.sched_setscheduler(0, *saved)
+        gc.set_threshold(*saved_gc)
         gc.unfreeze()
 
 
