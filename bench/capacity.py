@@ -137,9 +137,10 @@ def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, An
 
 
 async def rig_step(
-    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
-) -> dict[str, Any]:
-    specs = tone_specs(url, n, seconds, "capacity", seconds + 30)
+    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched",
+    tick: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    specs = tone_specs(url, n, seconds, "capacity", seconds + 30, tick)
     rss0 = rss_kb()
     peak = [rss0]
 
@@ -165,6 +166,7 @@ async def rig_step(
     return {
         "n": n,
         "writer": writer,
+        "tick": "on" if tick else "off",
         **rollout_figures(list(res), late),
         "invalid_why": dict(
             Counter(
@@ -317,7 +319,7 @@ def floor_ratios(rig_rows: list[dict[str, Any]], floor_rows: list[dict[str, Any]
         f = sum(fl) / len(fl)
         spread = f" ({min(fl):g}-{max(fl):g} over {len(fl)} runs)" if len(fl) > 1 else ""
         for r in rigs:
-            what = ", ".join(str(r[k]) for k in ("writer", "loop") if r.get(k))
+            what = ", ".join(str(r[k]) for k in ("writer", "loop", "tick") if r.get(k))
             rig = r["rig_us_per_frame"]
             out.append(f"  n={n} ({what}): {rig} / {f:.1f}{spread} us = {rig / f:.2f}")
     return out
@@ -360,6 +362,11 @@ def main() -> None:
         "--loop", nargs="+", choices=["asyncio", "uvloop"], default=["asyncio"],
         help="event loops, alternated at every step (rig and echo anchor, side by side)",
     )  # fmt: skip
+    ap.add_argument(
+        "--tick", nargs="+", choices=["on", "off"], default=["on"],
+        help="uplink frames from the loop's shared tick (on) or a wake-up per stream (off), "
+        "alternated at every step (side by side)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; load average at start "
@@ -382,8 +389,11 @@ def main() -> None:
                     row["load1"] = round(os.getloadavg()[0], 2)
                     rows.append(row)
                     print(json.dumps({"rig": row}), flush=True)
-                for w, lp in itertools.product(args.writer, args.loop) if not args.workers else ():
-                    step = rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
+                combos = itertools.product(args.writer, args.loop, args.tick)
+                for w, lp, tk in combos if not args.workers else ():
+                    step = rig_step(
+                        url, sim.pid, n, args.seconds, out, args.rt_priority, w, tk == "on"
+                    )
                     row = {**run_on(lp, step), "loop": lp}
                     row["load1"] = round(os.getloadavg()[0], 2)
                     rows.append(row)
@@ -414,7 +424,7 @@ def main() -> None:
     best, ebest = max(ok) if ok else 0, max(eok) if eok else 0
     print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
           f"recorded) vs {ebest} (bare echo)")  # fmt: skip
-    print(table(rig_rows, ["n", "writer", "loop", "p50_ms", "p99_ms", "max_ms", "stalls",
+    print(table(rig_rows, ["n", "writer", "loop", "tick", "p50_ms", "p99_ms", "max_ms", "stalls",
                            "timing_valid", "rig_us_per_frame", "sim_us_per_frame",
                            "rss_mb_per_rollout", "load1"]))  # fmt: skip
     print()
@@ -426,6 +436,14 @@ def main() -> None:
                                  "load1"]))  # fmt: skip
         print("\nrig CPU per stream-frame / floor client's (same N, same run):")
         print("\n".join(floor_ratios(rig_rows, floor_rows)) or "  (no rig step at a floor N)")
+    if len(args.tick) > 1:
+        print("\nrig CPU per stream-frame, tick on / off (same step):")
+        for n in sorted({r["n"] for r in rig_rows}):
+            by = {r["tick"]: r for r in rig_rows if r["n"] == n and r["loop"] == args.loop[0]}
+            on, off = by.get("on", {}), by.get("off", {})
+            if on.get("rig_us_per_frame") and off.get("rig_us_per_frame"):
+                a, b = on["rig_us_per_frame"], off["rig_us_per_frame"]
+                print(f"  n={n}: {a} / {b} us = {a / b:.2f}")
     if len(args.loop) > 1:
         print("\nrig CPU per stream-frame, uvloop / asyncio (same step):")
         for n in sorted({r["n"] for r in rig_rows}):

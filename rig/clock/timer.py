@@ -15,7 +15,9 @@ wake itself with its deadline; it returns its next deadline (or None: done). One
 serves every stream whose frame is due, each with its own clock read, without a future, a
 task step and a wake-up per stream per frame (about 70 µs a frame on this VM, issue #32).
 A wake keeps serving while anything on the heap has come due by the time it gets there, so
-a batch that takes a while does not cost another trip through the event loop.
+a batch that takes a while does not cost another trip through the event loop; but each
+function runs at most once per wake, so a loop that is behind still reads its sockets
+between two rounds of frames.
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class PreciseTimer:
             pass
         self._armed_ns = None
         heap = self._heap
+        again: list[tuple[int, TickHandle]] = []  # served in this wake: next wake at the soonest
         now = time.monotonic_ns()
         while heap and heap[0][0] <= now:
             while heap and heap[0][0] <= now:
@@ -161,10 +164,15 @@ class PreciseTimer:
                         continue
                     nxt = run_tick(item, t_ns, self._loop)
                     if nxt is not None and not item.cancelled:
-                        heapq.heappush(heap, (nxt, next(self._counter), item))
+                        again.append((nxt, item))
                 elif not item.done():
                     item.set_result(None)
             now = time.monotonic_ns()  # what came due while this batch was served
+        # Each function at most once per wake, even when it is behind: the loop's I/O (the
+        # replies, the writes) runs before it is called again, so an overloaded loop slows
+        # down evenly instead of serving frames and never reading.
+        for nxt, item in again:
+            heapq.heappush(heap, (nxt, next(self._counter), item))
         # Drop cancelled waiters at the head so we do not arm for them.
         while heap and _dead(heap[0][2]):
             heapq.heappop(heap)

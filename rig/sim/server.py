@@ -433,6 +433,8 @@ class _Session:
             self._emit_due()
 
     def _emit_tick(self, done: asyncio.Future[None], _deadline: int) -> int | None:
+        if done.done():  # the emitter was cancelled: its `finally` has not run yet
+            return None
         try:
             self._emit_due()
         except Exception as exc:  # noqa: BLE001 - raised in the emitter task, as before

@@ -106,3 +106,22 @@ async def test_fake_clock_ticks_in_virtual_time() -> None:
     assert calls == [
         ("a", 10), ("b", 15), ("a", 20), ("b", 25), ("a", 30), ("b", 35), ("a", 40),
     ]  # fmt: skip
+
+
+async def test_a_stream_behind_is_served_once_per_wake_and_the_loop_runs_between() -> None:
+    clock = MonotonicClock()
+    t0 = time.monotonic_ns() - 1_000_000_000  # 1 s behind: 50 frames already due
+    calls: list[int] = []
+    between: list[int] = []
+
+    def serve(deadline: int) -> int | None:
+        calls.append(deadline)
+        return deadline + 20_000_000 if len(calls) < 50 else None
+
+    clock.call_at(t0, serve)
+    for _ in range(60):  # other callbacks get their turn between two catch-up frames
+        await asyncio.sleep(0)
+        between.append(len(calls))
+    assert len(calls) >= 30
+    steps = [b - a for a, b in zip(between, between[1:], strict=False)]
+    assert max(steps) <= 1  # never two frames of one stream in one wake
