@@ -4,6 +4,7 @@ reference system until uplink lateness p99 passes 5 ms or a frame stalls, beside
 
     python bench/capacity.py                          # default ramp 10 25 50 75 100 150 200
     python bench/capacity.py --steps 25 50 100 --seconds 6 --echo-steps 100 200 400
+    python bench/capacity.py --steps 50 100 200 --seconds 10 --no-stop --floor-runs 3
     python bench/capacity.py --steps 25 50 --echo-steps 100 200 --loop asyncio uvloop
     python bench/capacity.py --steps 25 50 75 100 --workers 1 2 --sim-workers 2
 
@@ -14,9 +15,18 @@ stream-frame for the rig (this process: every thread, RUSAGE_SELF; the analysis 
 separate low-priority process, not counted) and for the reference system (`rig sim` in its
 own process, utime+stime from /proc/PID/stat), each over the uplink frames of the step, and
 the RSS growth of this process per rollout. The ramp stops at the first step past the bound;
-`max rollouts` is the last step within it. The anchor: N paced echo streams (20 ms frames of
-640 bytes, absolute deadlines on the same timerfd clock) against a bare `websockets` echo
-server in its own process: no recording, no analysis, no dialect.
+`max rollouts` is the last step within it.
+
+Two anchors. The floor (`--floor-steps`, default the steps of 50, 100 and 200 in the ramp):
+bench/floorclient.py's best variant (one tick for all streams over websockets' sans-I/O
+protocol, on uvloop where it is installed), a recording client written apart from rig, in a
+child process right after the rig's step at the same N (steps the ramp did not reach run
+after it), under the same SCHED_FIFO priority; its CPU per uplink frame is RUSAGE_SELF of that
+child over its steady window, and the rig's CPU per stream-frame is printed as a ratio to it
+at each N both have. It carries more downlink (a reply frame on every stream every 20 ms)
+than a rollout. The bare echo (`--echo-steps`): N paced echo streams (20 ms frames of 640
+bytes, absolute deadlines on the same timerfd clock) against a bare `websockets` echo server
+in its own process: no recording, no analysis, no dialect, lateness only.
 
 --loop asyncio uvloop runs every step (rig and anchor) once per event loop implementation,
 alternating, in one run: the rig's ratio beside the anchor's. uvloop is not a dependency of
@@ -127,9 +137,10 @@ def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, An
 
 
 async def rig_step(
-    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched"
-) -> dict[str, Any]:
-    specs = tone_specs(url, n, seconds, "capacity", seconds + 30)
+    url: str, sim_pid: int, n: int, seconds: float, out: str, rt: int, writer: str = "batched",
+    tick: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    specs = tone_specs(url, n, seconds, "capacity", seconds + 30, tick)
     rss0 = rss_kb()
     peak = [rss0]
 
@@ -155,6 +166,7 @@ async def rig_step(
     return {
         "n": n,
         "writer": writer,
+        "tick": "on" if tick else "off",
         **rollout_figures(list(res), late),
         "invalid_why": dict(
             Counter(
@@ -274,6 +286,45 @@ async def echo_step(url: str, n: int, seconds: float, rt: int) -> dict[str, Any]
     }
 
 
+FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floorclient.py")
+
+
+def floor_steps(ns: list[int], args: argparse.Namespace, out: str) -> list[dict[str, Any]]:
+    """The floor client's best variant at each N, in its own process (its RUSAGE_SELF is then
+    its own alone: no thread of this process left from a rig step counts)."""
+    path = os.path.join(out, f"floor-{len(os.listdir(out))}.json")
+    cmd = [sys.executable, FLOOR, "--streams", *map(str, ns), "--seconds", str(args.seconds),
+           "--variant", "best", "--runs", str(args.floor_runs),
+           "--rt-priority", str(args.rt_priority), "--json", path]  # fmt: skip
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"floor client failed ({r.returncode}): {r.stderr[-2000:]}")
+    with open(path, encoding="utf-8") as f:
+        rows: list[dict[str, Any]] = json.load(f)
+    for row in rows:
+        row["n"] = row.pop("streams")
+        print(json.dumps({"floor": row}), flush=True)
+    return rows
+
+
+def floor_ratios(rig_rows: list[dict[str, Any]], floor_rows: list[dict[str, Any]]) -> list[str]:
+    """Rig CPU per stream-frame / the floor's at each N both have (the floor's mean over its
+    runs; its range beside it)."""
+    out = []
+    for n in sorted({r["n"] for r in floor_rows}):
+        fl = [r["us_per_frame"] for r in floor_rows if r["n"] == n and r.get("us_per_frame")]
+        rigs = [r for r in rig_rows if r["n"] == n and r.get("rig_us_per_frame")]
+        if not fl or not rigs:
+            continue
+        f = sum(fl) / len(fl)
+        spread = f" ({min(fl):g}-{max(fl):g} over {len(fl)} runs)" if len(fl) > 1 else ""
+        for r in rigs:
+            what = ", ".join(str(r[k]) for k in ("writer", "loop", "tick") if r.get(k))
+            rig = r["rig_us_per_frame"]
+            out.append(f"  n={n} ({what}): {rig} / {f:.1f}{spread} us = {rig / f:.2f}")
+    return out
+
+
 def within(row: dict[str, Any]) -> bool:
     p99 = row.get("p99_ms")
     return p99 is not None and p99 <= BOUND_P99_MS and row.get("stalls", 1) == 0
@@ -290,6 +341,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, nargs="+", default=[10, 25, 50, 75, 100, 150, 200])
     ap.add_argument("--echo-steps", type=int, nargs="+", default=[50, 100, 200, 300, 400])
+    ap.add_argument(
+        "--floor-steps", type=int, nargs="*", default=None,
+        help="floor client at these N (default: 50 100 200 where in --steps; none: off)",
+    )  # fmt: skip
+    ap.add_argument("--floor-runs", type=int, default=1, help="floor runs per N (a range)")
     ap.add_argument("--seconds", type=float, default=6.0, help="user turn per rollout")
     ap.add_argument("--rt-priority", type=int, default=3)
     ap.add_argument("--no-stop", action="store_true", help="run every step past the bound")
@@ -306,6 +362,11 @@ def main() -> None:
         "--loop", nargs="+", choices=["asyncio", "uvloop"], default=["asyncio"],
         help="event loops, alternated at every step (rig and echo anchor, side by side)",
     )  # fmt: skip
+    ap.add_argument(
+        "--tick", nargs="+", choices=["on", "off"], default=["on"],
+        help="uplink frames from the loop's shared tick (on) or a wake-up per stream (off), "
+        "alternated at every step (side by side)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; load average at start "
@@ -315,6 +376,10 @@ def main() -> None:
     echo, echo_url = start_proc([sys.executable, "-c", ECHO_SERVER])
     rig_rows: list[dict[str, Any]] = []
     echo_rows: list[dict[str, Any]] = []
+    floor_rows: list[dict[str, Any]] = []
+    floor_ns = args.floor_steps
+    if floor_ns is None:
+        floor_ns = [n for n in (50, 100, 200) if n in args.steps]
     try:
         with tempfile.TemporaryDirectory() as out:
             for n in args.steps:
@@ -324,15 +389,22 @@ def main() -> None:
                     row["load1"] = round(os.getloadavg()[0], 2)
                     rows.append(row)
                     print(json.dumps({"rig": row}), flush=True)
-                for w, lp in itertools.product(args.writer, args.loop) if not args.workers else ():
-                    step = rig_step(url, sim.pid, n, args.seconds, out, args.rt_priority, w)
+                combos = itertools.product(args.writer, args.loop, args.tick)
+                for w, lp, tk in combos if not args.workers else ():
+                    step = rig_step(
+                        url, sim.pid, n, args.seconds, out, args.rt_priority, w, tk == "on"
+                    )
                     row = {**run_on(lp, step), "loop": lp}
                     row["load1"] = round(os.getloadavg()[0], 2)
                     rows.append(row)
                     print(json.dumps({"rig": row}), flush=True)
                 rig_rows += rows
+                if n in floor_ns:
+                    floor_rows += floor_steps([n], args, out)
                 if not any(within(r) for r in rows) and not args.no_stop:
                     break
+            if rest := [n for n in floor_ns if n not in {r["n"] for r in floor_rows}]:
+                floor_rows += floor_steps(rest, args, out)
         for n in args.echo_steps:
             rows = []
             for lp in args.loop:
@@ -352,11 +424,26 @@ def main() -> None:
     best, ebest = max(ok) if ok else 0, max(eok) if eok else 0
     print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
           f"recorded) vs {ebest} (bare echo)")  # fmt: skip
-    print(table(rig_rows, ["n", "writer", "loop", "p50_ms", "p99_ms", "max_ms", "stalls",
+    print(table(rig_rows, ["n", "writer", "loop", "tick", "p50_ms", "p99_ms", "max_ms", "stalls",
                            "timing_valid", "rig_us_per_frame", "sim_us_per_frame",
                            "rss_mb_per_rollout", "load1"]))  # fmt: skip
     print()
     print(table(echo_rows, ["n", "loop", "p50_ms", "p99_ms", "stalls", "load1"]))
+    if floor_rows:
+        print(f"\nfloor client ({floor_rows[0]['variant']}, bench/floorclient.py):")
+        print(table(floor_rows, ["n", "variant", "us_per_frame", "p50_ms", "p99_ms", "max_ms",
+                                 "stalls", "frames_down", "server_us_per_frame", "rt",
+                                 "load1"]))  # fmt: skip
+        print("\nrig CPU per stream-frame / floor client's (same N, same run):")
+        print("\n".join(floor_ratios(rig_rows, floor_rows)) or "  (no rig step at a floor N)")
+    if len(args.tick) > 1:
+        print("\nrig CPU per stream-frame, tick on / off (same step):")
+        for n in sorted({r["n"] for r in rig_rows}):
+            by = {r["tick"]: r for r in rig_rows if r["n"] == n and r["loop"] == args.loop[0]}
+            on, off = by.get("on", {}), by.get("off", {})
+            if on.get("rig_us_per_frame") and off.get("rig_us_per_frame"):
+                a, b = on["rig_us_per_frame"], off["rig_us_per_frame"]
+                print(f"  n={n}: {a} / {b} us = {a / b:.2f}")
     if len(args.loop) > 1:
         print("\nrig CPU per stream-frame, uvloop / asyncio (same step):")
         for n in sorted({r["n"] for r in rig_rows}):

@@ -22,8 +22,11 @@ from rig.session import SessionConfig
 RATE = 16_000
 
 
-def tone_specs(url: str, n: int, seconds: float, scenario: str, max_s: float) -> list[RolloutSpec]:
-    """`n` rollouts of 0.3 s silence then a `seconds` tone turn, `rig` dialect at `url`."""
+def tone_specs(
+    url: str, n: int, seconds: float, scenario: str, max_s: float, tick: bool = True
+) -> list[RolloutSpec]:
+    """`n` rollouts of 0.3 s silence then a `seconds` tone turn, `rig` dialect at `url`;
+    `tick` False: the uplink awaits every deadline per stream (SessionConfig.tick)."""
     plan = PlanBuilder(RATE).add_silence(0.3).add_turn(tone(300, seconds, RATE), "t").build()
     return [
         RolloutSpec(
@@ -32,7 +35,7 @@ def tone_specs(url: str, n: int, seconds: float, scenario: str, max_s: float) ->
             ws_factory(url, "rig", RATE, {}),
             {"url": url},
             {"scenario": scenario, "item": "tone", "kind": "turn_taking"},
-            SessionConfig(drain_quiet_s=1.0, max_s=max_s, probe_interval_s=0.5),
+            SessionConfig(drain_quiet_s=1.0, max_s=max_s, probe_interval_s=0.5, tick=tick),
         )
         for i in range(n)
     ]

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from rig.clock.base import Clock
+from rig.clock.base import Clock, TickClock
 from rig.core.director import Drain, Step, steps_from_plan
 from rig.core.listener import Listener, ListenerConfig
 from rig.core.log import SessionLog
@@ -36,7 +36,7 @@ from rig.core.records import EventRecord
 from rig.core.selfcheck import Mark, TimingTolerance, Verdict
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
-from rig.core.uplink import Uplink, plan_prefill
+from rig.core.uplink import Frame, Uplink, plan_prefill
 from rig.echo.path import EchoPath
 from rig.errors import DeadlineError, TransportError
 from rig.loopwatch import LoopWatch
@@ -44,6 +44,7 @@ from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
 from rig.sessionlink import CANCELLED, Link
 from rig.sessionlink import CAP_GRACE_S as CAP_GRACE_S  # re-exported
+from rig.sessiontick import Parts, Tick
 from rig.transports.base import Transport
 
 
@@ -91,6 +92,7 @@ class Session:
         self._mark: Mark | None = None
         self.echo: EchoPath | None = None  # the system's own echo in its uplink (rig.echo)
         self.link = Link(transport, clock, self.cfg, self.sink, round(self.pacer_cfg.frame_ns))
+        self.tick: Tick | None = None  # the fast path, while the stream runs
 
     async def run(self) -> dict[str, Any]:
         self.watch.start()
@@ -218,13 +220,27 @@ class Session:
         ]
 
     async def _send_loop(self, recv: asyncio.Task[None], uplink: Uplink) -> Outcome:
-        """Frames on their deadlines until the script is over (or the cap, or a failure)."""
+        """Frames on their deadlines until the script is over (or the cap, or a failure):
+        from the clock's tick where the clock and the transport allow it (rig.sessiontick),
+        else (and for any frame the tick hands back) awaited here."""
         assert self.listener is not None
         listener = self.listener
         # the paced cap, on the timeline (a fast prefill takes its real duration / speed)
         cap_ns = uplink.pacer.deadline_ns(0) + round(self.cfg.max_s * NS_PER_S)
-        behind_ns = round(self.cfg.send_timeout_s * NS_PER_S)
+        tick = None
+        if self.cfg.tick and self.transport.sends_now and isinstance(self.clock, TickClock):
+            parts = Parts(uplink, listener, self.link, self.sink, self.watch.monitor, self.echo)
+            tick = self.tick = Tick(parts, self.clock, recv, cap_ns, self._sent)
         while True:
+            if tick is not None:
+                back = await self.link.raising_root_cause(tick.run())
+                if back is None:
+                    tick = None  # this clock has no tick here: the slow way from now on
+                elif back.outcome is not None:
+                    return back.outcome
+                elif back.frame is not None:
+                    await self._finish_frame(back.frame, back.t_sent, back.barge_ins)
+                    continue
             seq = uplink.next_seq
             deadline = uplink.pacer.deadline_ns(seq)
             if deadline >= cap_ns:
@@ -243,25 +259,39 @@ class Session:
             if frame is None:
                 return Outcome("ok")
             frame = frame if self.echo is None else self.echo.on_frame(frame, listener, deadline)
+            await self._finish_frame(frame, None, [])
+
+    async def _finish_frame(
+        self, frame: Frame, t_sent: int | None, barge_ins: list[tuple[int, int]]
+    ) -> None:
+        """The rest of one frame, from where the tick left it (`t_sent` None: unsent)."""
+        assert self.listener is not None
+        if t_sent is None:
             if frame.before:  # manual activity markers lead the audio they mark
                 await self.link.emit(frame.before)
             t_sent = await self.link.send_audio(frame)
-            records, barge_ins = uplink.sent(frame, t_sent, self.transport.sent_extra(seq))
-            self.sink.put_all(records)
-            if self.link.behind(t_sent, frame, behind_ns):
-                # sends drain slower than real time: stop here rather than burst later
-                late_s = (t_sent - frame.deadline_ns) / NS_PER_S
-                raise DeadlineError(
-                    f"uplink {late_s:.1f} s behind its deadlines at frame {seq}: "
-                    "peer stopped reading (or drains slower than real time)"
-                )
-            for turn, t_ns in barge_ins:
-                await self.link.emit(listener.barge_in(turn, t_ns))
-            if frame.after:
-                await self.link.emit(frame.after)
-            released = listener.release(t_sent)
-            if released:
-                self.sink.put_all(released)
+            barge_ins = self._sent(frame, t_sent)
+        for turn, t_ns in barge_ins:
+            await self.link.emit(self.listener.barge_in(turn, t_ns))
+        if frame.after:
+            await self.link.emit(frame.after)
+        released = self.listener.release(t_sent)
+        if released:
+            self.sink.put_all(released)
+
+    def _sent(self, frame: Frame, t_sent: int) -> list[tuple[int, int]]:
+        """A frame went out: its records to the sink; the barge-ins it started."""
+        assert self.uplink is not None
+        records, barge_ins = self.uplink.sent(frame, t_sent, self.transport.sent_extra(frame.seq))
+        self.sink.put_all(records)
+        if self.link.behind(t_sent, frame, round(self.cfg.send_timeout_s * NS_PER_S)):
+            # sends drain slower than real time: stop here rather than burst later
+            late_s = (t_sent - frame.deadline_ns) / NS_PER_S
+            raise DeadlineError(
+                f"uplink {late_s:.1f} s behind its deadlines at frame {frame.seq}: "
+                "peer stopped reading (or drains slower than real time)"
+            )
+        return barge_ins
 
     def _close(self, log: SessionLog) -> dict[str, Any]:
         assert self.uplink is not None and self.listener is not None
@@ -276,6 +306,8 @@ class Session:
             transport=self.link.describe_transport(),
             writer_high_water=self.sink.backlog_high_water,
         )
+        # how many frames went out from the shared tick (the rest were awaited one by one)
+        metrics["uplink"]["tick_frames"] = self.tick.frames if self.tick is not None else 0
         if self.link.stuck:  # frames due while the send was blocked: counted, never sent
             metrics["uplink"]["unsent_frames"] = self.uplink.pacer.skip_to(t_end)
         try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
 
 from rig.aio import raise_if_cancelling
 from rig.clock.base import Clock
@@ -32,6 +32,7 @@ from rig.transports.base import Transport
 #: The paced loop ends by itself `max_s` after the first frame; the cap catches anything
 #: stuck outside it (a connect, a handshake, a send, a control message)
 CAP_GRACE_S = 1.0
+T = TypeVar("T")
 CANCELLED = ("cancelled", "the rollout was cancelled (the run stopped)")
 
 
@@ -82,6 +83,28 @@ class Link:
         if t_sent - frame.deadline_ns <= self._frame_ns:
             self._blocked_ns = 0
         self._blocked_ns += self.clock.now_ns() - t_sent
+        return t_sent
+
+    async def raising_root_cause(self, aw: Awaitable[T]) -> T:
+        """`aw`, with a transport failure replaced by the receive loop's root cause when it
+        has one (as `send_audio` does for its own failures)."""
+        try:
+            return await aw
+        except TransportError:
+            await asyncio.sleep(0)  # let the receive loop report a root cause first
+            if self.recv_error is not None:
+                raise self.recv_error from None
+            raise
+
+    def send_audio_now(self, frame: Frame) -> int | None:
+        """`send_audio` without waiting, from the clock's tick (rig.sessiontick); None: not
+        now (nothing was sent). Nothing can block here, so the send watch only sees it go."""
+        t_sent = self.transport.send_audio_now(frame.pcm, frame.seq, frame.deadline_ns)
+        if t_sent is None:
+            return None
+        self.watch.n += 1
+        if t_sent - frame.deadline_ns <= self._frame_ns:
+            self._blocked_ns = 0
         return t_sent
 
     def behind(self, t_sent: int, frame: Frame, behind_ns: int) -> bool:

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.scoring"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.sessionlink",),  # a rollout's sends under deadlines, listening loops and close
+    ("rig.sessiontick",),  # its frames sent from the loop's shared tick
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
     # the proxy (a rollout per connection); the relay process; shards merged, Ray
     ("rig.proxy", "rig.relay", "rig.scaleout"),

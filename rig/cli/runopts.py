@@ -143,6 +143,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="measure the path every N s with no help from the server: a WebSocket ping "
         "round trip and the kernel's TCP_INFO (RTT, send backlog); 0 = off; default 1",
     )
+    p.add_argument(
+        "--no-tick",
+        dest="tick",
+        action="store_false",
+        default=default("tick"),
+        help="await every frame's deadline per stream instead of sending the frames of all "
+        "due streams from one shared timer wake-up (for comparison; docs/pacing.md)",
+    )
     add_impair_option(p)
 
 

@@ -16,7 +16,7 @@ import heapq
 import time
 from typing import Protocol, runtime_checkable
 
-from rig.clock.timer import precise_timer
+from rig.clock.timer import TickFn, TickHandle, precise_timer, run_tick
 from rig.core.units import NS_PER_MS as NS_PER_MS  # re-exported: the clock's units
 from rig.core.units import NS_PER_S as NS_PER_S
 
@@ -30,6 +30,14 @@ class Clock(Protocol):
     async def sleep_until(self, t_ns: int) -> None: ...
 
 
+@runtime_checkable
+class TickClock(Protocol):
+    """A clock that can also call a function at its deadlines from one shared wake-up
+    (rig.clock.timer, "Ticks"); None from `call_at`: not here, wait with `sleep_until`."""
+
+    def call_at(self, t_ns: int, fn: TickFn) -> TickHandle | None: ...
+
+
 class MonotonicClock:
     """The real shared clock. Waits use a precise timer where the platform has one."""
 
@@ -38,6 +46,11 @@ class MonotonicClock:
 
     def now_ns(self) -> int:
         return time.monotonic_ns()
+
+    def call_at(self, t_ns: int, fn: TickFn) -> TickHandle | None:
+        """Ticks from the loop's timerfd (None without one: the caller sleeps instead)."""
+        timer = precise_timer() if self._precise else None
+        return None if timer is None else timer.call_at(t_ns, fn)
 
     async def sleep_until(self, t_ns: int) -> None:
         if self._precise:
@@ -69,7 +82,7 @@ class FakeClock:
 
     def __init__(self, start_ns: int = 0) -> None:
         self._t_ns = start_ns
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future[None] | TickHandle]] = []
         self._count = 0
         self._advancer: asyncio.Task[None] | None = None
 
@@ -98,15 +111,37 @@ class FakeClock:
             self._advancer = asyncio.get_running_loop().create_task(self._advance_loop())
         await fut
 
+    def call_at(self, t_ns: int, fn: TickFn) -> TickHandle:
+        """`fn(deadline)` when virtual time reaches `t_ns`, as a waiter of its own, and again
+        at whatever deadline it returns (None: done)."""
+        handle = TickHandle(fn)
+        self._park(t_ns, handle)
+        return handle
+
+    def _park(self, t_ns: int, item: TickHandle) -> None:
+        self._count += 1
+        heapq.heappush(self._waiters, (t_ns, self._count, item))
+        if self._advancer is None or self._advancer.done():
+            self._advancer = asyncio.get_running_loop().create_task(self._advance_loop())
+
     async def _advance_loop(self) -> None:
         while self._waiters:
             for _ in range(self.SETTLE_TURNS):
                 await asyncio.sleep(0)
             if not self._waiters:
                 break
-            t_ns, _, fut = heapq.heappop(self._waiters)
-            if fut.cancelled():
+            t_ns, _, item = heapq.heappop(self._waiters)
+            if isinstance(item, TickHandle):
+                if item.cancelled:
+                    continue
+                self._t_ns = max(self._t_ns, t_ns)
+                nxt = run_tick(item, t_ns, asyncio.get_running_loop())
+                if nxt is not None and not item.cancelled:
+                    self._count += 1
+                    heapq.heappush(self._waiters, (nxt, self._count, item))
+                continue
+            if item.cancelled():
                 continue
             if t_ns > self._t_ns:
                 self._t_ns = t_ns
-            fut.set_result(None)
+            item.set_result(None)

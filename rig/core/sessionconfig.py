@@ -35,9 +35,14 @@ class SessionConfig:
     close_timeout_s: float = 10.0
     #: the echo condition (rig.echo.spec canonical text: `erl_db=20,delay_ms=40`), or None
     echo: str | None = None
+    #: send frames from the clock's shared tick where the transport can (rig.sessiontick);
+    #: False: the send loop awaits every deadline itself (one wake-up per stream per frame)
+    tick: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         if out["echo"] is None:  # absent when off: run directories from before compare equal
             del out["echo"]
+        if out["tick"]:  # absent when on (the default): older run directories compare equal
+            del out["tick"]
         return out

@@ -51,6 +51,9 @@ class SessionOptions:
     path_interval_s: float = opt(1.0, "--path-interval-s")
     #: `--echo SPEC`: the system hears its own reply (rig.echo.spec; an item's `echo` wins)
     echo: str | None = opt(None, "--echo", str)
+    #: frames sent from the loop's one shared tick where the transport can (rig.sessiontick);
+    #: False (`--no-tick`): one timer wake-up and task step per stream per frame
+    tick: bool = opt(True, "--no-tick")
 
     def session_config(self, overrides: Mapping[str, Any] | None = None) -> SessionConfig:
         """One rollout's settings: these under the item's own; an echo its frames cannot
@@ -61,6 +64,7 @@ class SessionOptions:
             max_s=self.max_s,
             probe_interval_s=self.probe_interval_s,
             path_interval_s=self.path_interval_s,
+            tick=self.tick,
         )
         if self.echo:
             from rig.echo.spec import EchoSpec

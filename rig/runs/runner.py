@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import math
 import os
 import random
 import socket
@@ -60,6 +61,10 @@ from rig.runs.metricsfile import redacted, write_metrics_json
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
 from rig.transports.base import Transport
+
+#: instants per frame period that stream phases are put on (1 ms apart for 20 ms frames):
+#: few enough that one wake-up serves several streams, enough to keep bursts small
+PHASE_SLOTS = 20
 
 
 @dataclass
@@ -382,7 +387,9 @@ class Runner:
 
     def _next_phase(self) -> float:
         """Spread streams over the frame period: 0, 1/2, 1/4, 3/4, ... (bit-reversal order),
-        so that any number of concurrent streams are near-evenly spaced."""
+        so that any number of concurrent streams are near-evenly spaced, on one of
+        `PHASE_SLOTS` instants of the period: streams on one slot share a deadline, so one
+        timer wake-up serves them all (rig.sessiontick), and none is sent early."""
         k = self._phase_counter
         self._phase_counter += 1
         phase, bit = 0.0, 0.5
@@ -391,7 +398,7 @@ class Runner:
                 phase += bit
             k >>= 1
             bit /= 2
-        return phase
+        return math.floor(phase * PHASE_SLOTS) / PHASE_SLOTS
 
     async def _finish_metrics(
         self, d: str, spec: RolloutSpec, metrics: dict[str, Any], log: SessionLog | None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import random
 from collections.abc import Callable
@@ -31,13 +32,15 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from rig.audio.pcm import Pcm16
-from rig.clock.base import NS_PER_MS, Clock, MonotonicClock
+from rig.clock.base import NS_PER_MS, Clock, MonotonicClock, TickClock
 from rig.dialects._wire import b64_to_pcm
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
 from rig.sim.engine import SimConfig, SimEngine, Truth
+from rig.sim.hello import parse_hello
 from rig.sim.netdelay import DelayLine
 from rig.sim.truth import TruthLog
+from rig.sim.wsdown import Downlink
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +222,10 @@ class _Session:
         self.up_q: asyncio.Queue[tuple[int, int, rawpcm.AudioFrame | dict[str, Any]] | None] = (
             asyncio.Queue(maxsize=server.max_queue)
         )
-        # replies: bounded too (a probe flood); full means the client floods: a protocol error
-        self.down_q: asyncio.Queue[
-            tuple[int, Callable[[], str | bytes], dict[str, Any] | None] | None
-        ] = asyncio.Queue(maxsize=server.max_queue * 64)
+        self.down = Downlink(ws, down, server.clock, server.max_queue * 64, self._sent)
         self.wake = asyncio.Event()
         self.up_seq = 0
+        self.up_held = 0  # messages in the uplink queue or its delay (order: none skip them)
 
     def now(self) -> int:
         return self.s.clock.now_ns()
@@ -242,28 +243,9 @@ class _Session:
                 first = await self.ws.recv()
         except TimeoutError:
             raise ProtocolError(f"no hello within {self.s.hello_timeout_s:g} s") from None
-        if not isinstance(first, str):
-            raise ProtocolError("expected a hello text message first")
-        hello = rawpcm.decode_text(first)
-        if hello.get("type") != "hello":
-            raise ProtocolError(f"expected hello, got {hello.get('type')!r}")
-        rate = hello.get("sample_rate")
-        if rate != self.s.cfg.sample_rate:
-            raise ProtocolError(
-                f"sample_rate {rate!r} not supported: this sim runs at {self.s.cfg.sample_rate} Hz"
-            )
-        self.framing = str(hello.get("framing", "rig1"))
-        if self.framing not in ("rig1", "raw"):
-            raise ProtocolError(f"unknown framing {self.framing!r}")
-        silence_ms = hello.get("endpoint_silence_ms")  # the client's endpointer setting
-        if silence_ms is not None:
-            if (
-                isinstance(silence_ms, bool)
-                or not isinstance(silence_ms, int | float)
-                or not (0 <= silence_ms <= 60_000)
-            ):
-                raise ProtocolError(f"endpoint_silence_ms {silence_ms!r}: want 0..60000 ms")
-            cfg = dataclasses.replace(self.s.cfg, endpoint_silence_ms=float(silence_ms))
+        hello, self.framing, silence_ms = parse_hello(first, self.s.cfg.sample_rate)
+        if silence_ms is not None:  # the client's endpointer setting
+            cfg = dataclasses.replace(self.s.cfg, endpoint_silence_ms=silence_ms)
             self.engine = SimEngine(cfg, self.s.reply_audio)
         t = self.now()
         self.s.truth.write("conn_open", t, conn=self.conn, hello=hello)
@@ -279,7 +261,7 @@ class _Session:
         workers = [
             asyncio.create_task(self._uplink()),
             asyncio.create_task(self._emitter()),
-            asyncio.create_task(self._downlink()),
+            asyncio.create_task(self.down.run()),
         ]
         reader = asyncio.create_task(self._read())
         try:
@@ -296,7 +278,9 @@ class _Session:
             await asyncio.gather(reader, *workers, return_exceptions=True)
 
     async def _read(self) -> None:
-        """Decode each message off the socket (a bad one raises at once), then queue it."""
+        """Decode each message off the socket (a bad one raises at once), then handle it:
+        here, when its delay line has nothing to hold (the common case: no task step and no
+        queue per frame, issue #32), else through the queue to `_uplink`."""
         try:
             async for message in self.ws:
                 t_wire = self.now()
@@ -306,7 +290,12 @@ class _Session:
                     self.up_seq += 1
                 else:
                     decoded = rawpcm.decode_text(message)
-                await self.up_q.put((self.up_line.release_ns(t_wire), t_wire, decoded))
+                release = self.up_line.release_ns(t_wire)
+                if self.up_held == 0 and release <= t_wire:
+                    self._arrived(t_wire, decoded)
+                    continue
+                self.up_held += 1
+                await self.up_q.put((release, t_wire, decoded))
                 self.s.state.queue_high_water = max(
                     self.s.state.queue_high_water, self.up_q.qsize()
                 )
@@ -320,27 +309,33 @@ class _Session:
             if item is None:
                 return
             release, t_wire, message = item
-            await self.s.clock.sleep_until(release)
-            t = self.now()
-            if isinstance(message, rawpcm.AudioFrame):
-                frame = message
-                self.s.truth.write(
-                    "recv_chunk",
-                    t,
-                    conn=self.conn,
-                    seq=frame.seq,
-                    n_samples=int(frame.pcm.size),
-                    t_wire_ns=t_wire,
-                    client_ts_ms=frame.ts_ms,
-                    server_ts_ms=self.sms(t),
-                )
-                for truth in self.engine.on_audio(frame.pcm, t):
-                    self._on_truth(truth)
-                self.wake.set()
-            else:
-                await self._on_text(message, t)
+            if release > self.now():
+                await self.s.clock.sleep_until(release)
+            self._arrived(t_wire, message)
+            self.up_held -= 1
 
-    async def _on_text(self, msg: dict[str, Any], t: int) -> None:
+    def _arrived(self, t_wire: int, message: rawpcm.AudioFrame | dict[str, Any]) -> None:
+        """A message out of the uplink's delay line: to the engine (audio) or answered."""
+        t = self.now()
+        if isinstance(message, rawpcm.AudioFrame):
+            frame = message
+            self.s.truth.write(
+                "recv_chunk",
+                t,
+                conn=self.conn,
+                seq=frame.seq,
+                n_samples=int(frame.pcm.size),
+                t_wire_ns=t_wire,
+                client_ts_ms=frame.ts_ms,
+                server_ts_ms=self.sms(t),
+            )
+            for truth in self.engine.on_audio(frame.pcm, t):
+                self._on_truth(truth)
+            self.wake.set()
+        else:
+            self._on_text(message, t)
+
+    def _on_text(self, msg: dict[str, Any], t: int) -> None:
         kind = msg["type"]
         if kind == "probe":
             t1 = self.s.server_clock.ns(t)
@@ -405,86 +400,101 @@ class _Session:
     def _send_later(
         self, t_ns: int, make: Callable[[], str | bytes], truth: dict[str, Any] | None = None
     ) -> None:
-        try:
-            self.down_q.put_nowait((self.down_line.release_ns(t_ns), make, truth))
-        except asyncio.QueueFull:
-            raise ProtocolError(
-                f"more than {self.down_q.maxsize} replies pending: the client floods requests"
-            ) from None
+        self.down.send_later(t_ns, make, truth)
+
+    def _sent(self, truth: dict[str, Any] | None) -> None:
+        if truth is not None:
+            event = truth.pop("event")
+            pcm = truth.pop("_pcm", None)
+            if pcm is not None:
+                self.engine.said(self.now(), pcm)
+            self.s.truth.write(event, self.now(), conn=self.conn, **truth)
 
     async def _emitter(self) -> None:
+        """Reply chunks at their due times: from the clock's shared tick where it has one
+        (every connection's due chunks from one timer wake-up, no task step per chunk)."""
+        clock = self.s.clock
         while True:
             due = self.engine.next_due_ns()
             if due is None:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            await self.s.clock.sleep_until(due)
-            emits, truths = self.engine.poll(self.now())
-            for truth in truths:
-                self.s.truth.write(
-                    truth.event,
-                    truth.t_ns,
-                    conn=self.conn,
-                    server_ts_ms=self.sms(truth.t_ns),
-                    **truth.data,
-                )
-                if truth.event == "reply_start":
-                    self._send_text_later(
-                        truth.t_ns,
-                        "response.start",
-                        server_ts_ms=self.wire_ms(truth.t_ns),
-                        response=truth.data["response"],
-                    )
-                elif truth.event == "reply_cancel":  # a delayed yield (yield_after_ms)
-                    self._send_text_later(
-                        truth.t_ns,
-                        "response.cancelled",
-                        server_ts_ms=self.sms(truth.t_ns),
-                        response=truth.data["response"],
-                    )
-            for e in emits:
-                data = rawpcm.encode_audio(e.pcm, e.seq, self.wire_ms(e.t_ns), self.framing)
-                self._send_later(
-                    e.t_ns,
-                    _const(data),
-                    {
-                        "event": "reply_chunk",
-                        "seq": e.seq,
-                        "n_samples": int(e.pcm.size),
-                        "emit_ns": e.t_ns,
-                        "server_ts_ms": self.sms(e.t_ns),
-                        "response": e.response,
-                        "loud": bool(np.any(e.pcm)),
-                        "_pcm": e.pcm,  # for the engine's own echo canceller, not logged
-                    },
-                )
-            for truth in truths:
-                if truth.event == "reply_end":
-                    self._send_text_later(
-                        truth.t_ns,
-                        "response.end",
-                        server_ts_ms=self.wire_ms(truth.t_ns),
-                        response=truth.data["response"],
-                    )
+            if isinstance(clock, TickClock):
+                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                handle = clock.call_at(due, functools.partial(self._emit_tick, done))
+                if handle is not None:
+                    try:
+                        await done  # until the engine has nothing more due
+                    finally:
+                        handle.cancel()
+                    continue
+            await clock.sleep_until(due)
+            self._emit_due()
 
-    async def _downlink(self) -> None:
-        while True:
-            item = await self.down_q.get()
-            if item is None:
-                return
-            release, make, truth = item
-            await self.s.clock.sleep_until(release)
-            try:
-                await self.ws.send(make())
-            except ConnectionClosed:
-                return
-            if truth is not None:
-                event = truth.pop("event")
-                pcm = truth.pop("_pcm", None)
-                if pcm is not None:
-                    self.engine.said(self.now(), pcm)
-                self.s.truth.write(event, self.now(), conn=self.conn, **truth)
+    def _emit_tick(self, done: asyncio.Future[None], _deadline: int) -> int | None:
+        if done.done():  # the emitter was cancelled: its `finally` has not run yet
+            return None
+        try:
+            self._emit_due()
+        except Exception as exc:  # noqa: BLE001 - raised in the emitter task, as before
+            done.set_exception(exc)
+            return None
+        nxt = self.engine.next_due_ns()
+        if nxt is None or nxt <= _deadline:  # nothing due, or no progress: back to the task
+            done.set_result(None)
+            return None
+        return nxt
+
+    def _emit_due(self) -> None:
+        """Everything the engine has due now: truth records, replies into the downlink."""
+        emits, truths = self.engine.poll(self.now())
+        for truth in truths:
+            self.s.truth.write(
+                truth.event,
+                truth.t_ns,
+                conn=self.conn,
+                server_ts_ms=self.sms(truth.t_ns),
+                **truth.data,
+            )
+            if truth.event == "reply_start":
+                self._send_text_later(
+                    truth.t_ns,
+                    "response.start",
+                    server_ts_ms=self.wire_ms(truth.t_ns),
+                    response=truth.data["response"],
+                )
+            elif truth.event == "reply_cancel":  # a delayed yield (yield_after_ms)
+                self._send_text_later(
+                    truth.t_ns,
+                    "response.cancelled",
+                    server_ts_ms=self.sms(truth.t_ns),
+                    response=truth.data["response"],
+                )
+        for e in emits:
+            data = rawpcm.encode_audio(e.pcm, e.seq, self.wire_ms(e.t_ns), self.framing)
+            self._send_later(
+                e.t_ns,
+                _const(data),
+                {
+                    "event": "reply_chunk",
+                    "seq": e.seq,
+                    "n_samples": int(e.pcm.size),
+                    "emit_ns": e.t_ns,
+                    "server_ts_ms": self.sms(e.t_ns),
+                    "response": e.response,
+                    "loud": bool(np.any(e.pcm)),
+                    "_pcm": e.pcm,  # for the engine's own echo canceller, not logged
+                },
+            )
+        for truth in truths:
+            if truth.event == "reply_end":
+                self._send_text_later(
+                    truth.t_ns,
+                    "response.end",
+                    server_ts_ms=self.wire_ms(truth.t_ns),
+                    response=truth.data["response"],
+                )
 
 
 def _const(data: bytes) -> Callable[[], str | bytes]:

@@ -38,6 +38,8 @@ class Transport(abc.ABC):
     #: sample rate the system expects on the uplink (the session's plan is at this rate)
     uplink_rate: int
     faster_than_real_time: bool = False
+    #: `send_audio_now` can send (the session then sends from its clock's tick)
+    sends_now: bool = False
     samples_path: bool = False
 
     @abc.abstractmethod
@@ -47,6 +49,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
         """Send one uplink frame; return the shared-clock time it was handed to the OS."""
+
+    def send_audio_now(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int | None:
+        """Send one uplink frame without waiting, as `send_audio` would; None when that
+        cannot be done now (then nothing was sent: the caller awaits `send_audio`). The
+        session's tick (rig.sessiontick) sends through this. Default: never."""
+        return None
 
     @abc.abstractmethod
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:

@@ -54,6 +54,8 @@ from rig.transports.deviceecho import OwnEcho
 class DeviceTransport(Transport):
     """The Transport protocol over a sound card (see the module docstring)."""
 
+    sends_now = True
+
     def __init__(
         self,
         opts: DeviceOptions,
@@ -112,6 +114,10 @@ class DeviceTransport(Transport):
             await self.own.start()
 
     async def send_audio(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
+        return self.send_audio_now(pcm, seq, t_sched_ns)
+
+    def send_audio_now(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int:
+        """Into the output ring: never waits (the card's callback plays it)."""
         t = self.clock.now_ns()
         index = self.link.play(pcm)
         if self.noise is not None and seq == 0:

@@ -35,7 +35,7 @@ from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
-from rig.transports.wssend import send_message
+from rig.transports.wssend import can_write_now, send_message, write_now
 
 
 class ArrivalStamps:
@@ -109,6 +109,8 @@ class SafeConnect(connect):
 
 class WebSocketTransport(Transport):
     """One WebSocket connection to a system, framed by a dialect."""
+
+    sends_now = True
 
     #: messages may go out faster than real time (fast prefill): the server buffers them
     faster_than_real_time = True
@@ -259,6 +261,20 @@ class WebSocketTransport(Transport):
         except ConnectionClosed as exc:
             raise TransportError(
                 f"closed while sending: {redact_text(str(exc))}", code=_code(exc)
+            ) from exc
+        return t_ns
+
+    def send_audio_now(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int | None:
+        ws = self._ws
+        if ws is None or not can_write_now(ws):
+            return None
+        t_ns = self.clock.now_ns()
+        try:
+            write_now(ws, self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns))
+        except ConnectionClosed as exc:
+            why = exc.__cause__ if exc.__cause__ is not None else exc
+            raise TransportError(
+                f"closed while sending: {redact_text(str(why))}", code=_code(exc)
             ) from exc
         return t_ns
 

@@ -10,26 +10,55 @@ neither closing nor paused. Anything else goes through `Connection.send()` uncha
 After the write, a transport that became paused (the peer's window is full) is drained
 here, as `send()` would, so a peer that stops reading still blocks the sender on the
 same message and the session's send deadline still fires.
+
+`write_now` is the synchronous half, for the session's tick (rig.sessiontick): it writes only
+when `can_write_now` (the same conditions, and the transport not paused) and never waits; a
+transport it leaves paused is drained by the next frame's `send_message`, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 from websockets.asyncio.connection import Connection
+from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 
-async def send_message(ws: Connection, message: str | bytes) -> None:
-    """Send one complete text (str) or binary (bytes) message, as `ws.send(message)`."""
+def can_write_now(ws: Connection) -> bool:
+    """Can a message go out now exactly as `send()` would send it, without waiting?"""
     protocol = ws.protocol
-    if (
+    return not (
         ws.send_in_progress is not None
         or protocol.state is not State.OPEN
         or ws.paused
         or ws.transport.is_closing()
         or protocol.close_expected()
-    ):
+    )
+
+
+def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
+    """Frame and write `messages` without waiting (only after `can_write_now`); a failed
+    write ends the connection as `send()` does and raises ConnectionClosed."""
+    protocol = ws.protocol
+    for message in messages:
+        if isinstance(message, str):
+            protocol.send_text(message.encode())
+        else:
+            protocol.send_binary(message)
+    try:
+        ws.send_data()
+    except Exception as exc:
+        ws.set_connection_exc(exc)
+        ws.transport.abort()
+        raise ConnectionClosed(None, None) from exc
+
+
+async def send_message(ws: Connection, message: str | bytes) -> None:
+    """Send one complete text (str) or binary (bytes) message, as `ws.send(message)`."""
+    protocol = ws.protocol
+    if not can_write_now(ws):
         await ws.send(message)
         return
     if isinstance(message, str):

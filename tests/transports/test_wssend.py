@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from rig.transports.wssend import send_message
+from rig.transports.wssend import can_write_now, send_message, write_now
 
 
 @contextlib.asynccontextmanager
@@ -79,3 +79,44 @@ async def test_a_closed_connection_raises_connection_closed() -> None:
             await send_message(ws, b"x")
         with pytest.raises(ConnectionClosed):
             await send_message(ws, "x")
+
+
+async def test_write_now_sends_in_order_and_stops_offering_when_the_peer_stops_reading() -> None:
+    got: list[str | bytes] = []
+    done = asyncio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        async for msg in ws:
+            got.append(msg)
+        done.set()
+
+    sent: list[str | bytes] = []
+    async with _server(handler) as url, connect(url, compression=None) as ws:
+        for i in range(300):
+            batch = [os.urandom(640), f'{{"seq":{i}}}'] if i % 2 else [os.urandom(320)]
+            assert can_write_now(ws)
+            write_now(ws, batch)
+            sent.extend(batch)
+            if i % 50 == 0:
+                await send_message(ws, "mixed")  # the awaited path keeps the order
+                sent.append("mixed")
+        await ws.close()
+        await asyncio.wait_for(done.wait(), 5)
+    assert got == sent
+
+    stop = asyncio.Event()
+
+    async def deaf(ws: ServerConnection) -> None:
+        ws.transport.pause_reading()
+        await stop.wait()
+
+    async with _server(deaf) as url, connect(url, compression=None) as ws:
+        n = 0
+        while can_write_now(ws) and n < 5_000:  # never waits: the buffers fill, then no
+            write_now(ws, [b"\0" * 16_000])
+            n += 1
+        assert not can_write_now(ws) and ws.paused and n < 5_000
+        stop.set()
+        ws.transport.abort()
+    await asyncio.sleep(0)
+    assert not can_write_now(ws)
