@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
+from cpustats import children_cpu_s, self_cpu_s, tree_cpu_s
 from runstats import RATE, lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
 
 from rig import realtime
@@ -67,35 +67,6 @@ from rig.runs.runner import Runner, RunnerSettings
 
 FRAME_NS = 20_000_000
 BOUND_P99_MS = 5.0
-TICK_S = os.sysconf("SC_CLK_TCK")
-
-
-def self_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of another process, all its threads."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK_S
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU of a process and its children (`rig sim --workers N`)."""
-    kids: list[int] = []
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
-                kids += [int(x) for x in f.read().split()]
-    return proc_cpu_s(pid) + sum(proc_cpu_s(k) for k in kids)
-
-
-def children_cpu_s() -> float:
-    """CPU of every waited-for descendant (a `rig run` child, its workers and theirs)."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def rollout_figures(res: list[dict[str, Any]], late_ms: np.ndarray[Any, Any]) -> dict[str, Any]:

@@ -39,7 +39,6 @@ import asyncio
 import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
+from cpustats import proc_cpu_s, self_cpu_s
 from floorrecorder import Recorder
 from floorserver import FRAME_NS, tone_frame
 from floortimer import TickTimer
@@ -61,7 +61,6 @@ STALL_NS = FRAME_NS
 START_DELAY_NS = 500_000_000  # from the last handshake to t0
 CONNECT_AT_ONCE = 16  # as rig's connect gate
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floorserver.py")
-TICK_S = os.sysconf("SC_CLK_TCK")
 UPLINK_PCM = tone_frame(300.0)  # 6 whole cycles in 20 ms
 
 
@@ -75,17 +74,6 @@ def have_uvloop() -> bool:
 
 def best_variant() -> str:
     return "tick-uvloop" if have_uvloop() else "tick"
-
-
-def self_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK_S
 
 
 def phase_ns(k: int, n: int) -> int:

@@ -38,15 +38,19 @@ def can_write_now(ws: Connection) -> bool:
     )
 
 
+def _frame(ws: Connection, message: str | bytes) -> None:
+    """One message into the sans-I/O protocol's output (written by `send_data`)."""
+    if isinstance(message, str):
+        ws.protocol.send_text(message.encode())
+    else:
+        ws.protocol.send_binary(message)
+
+
 def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
     """Frame and write `messages` without waiting (only after `can_write_now`); a failed
     write ends the connection as `send()` does and raises ConnectionClosed."""
-    protocol = ws.protocol
     for message in messages:
-        if isinstance(message, str):
-            protocol.send_text(message.encode())
-        else:
-            protocol.send_binary(message)
+        _frame(ws, message)
     try:
         ws.send_data()
     except Exception as exc:
@@ -57,14 +61,10 @@ def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
 
 async def send_message(ws: Connection, message: str | bytes) -> None:
     """Send one complete text (str) or binary (bytes) message, as `ws.send(message)`."""
-    protocol = ws.protocol
     if not can_write_now(ws):
         await ws.send(message)
         return
-    if isinstance(message, str):
-        protocol.send_text(message.encode())
-    else:
-        protocol.send_binary(message)
+    _frame(ws, message)
     try:
         ws.send_data()
     except Exception as exc:  # as send_context(): a failed write ends the connection
