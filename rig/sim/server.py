@@ -348,7 +348,7 @@ class _Session:
             reply = rawpcm.encode_text(
                 "probe_reply", id=msg.get("id"), t0_ns=msg.get("t0_ns"), **stamps
             )
-            self._send_later(self.now(), lambda: reply)
+            self.down.send_later(self.now(), lambda: reply)
         elif kind == "end":
             self.s.truth.write("client_end", t, conn=self.conn)
         elif kind == "own_audio":  # a two-channel prefill: the system's own past track
@@ -395,12 +395,7 @@ class _Session:
         if fields.get("server_ts_ms", 0) is None:  # withheld clock: no key at all
             del fields["server_ts_ms"]
         msg = rawpcm.encode_text(kind, **fields)
-        self._send_later(t_ns, lambda: msg)
-
-    def _send_later(
-        self, t_ns: int, make: Callable[[], str | bytes], truth: dict[str, Any] | None = None
-    ) -> None:
-        self.down.send_later(t_ns, make, truth)
+        self.down.send_later(t_ns, lambda: msg)
 
     def _sent(self, truth: dict[str, Any] | None) -> None:
         if truth is not None:
@@ -473,7 +468,7 @@ class _Session:
                 )
         for e in emits:
             data = rawpcm.encode_audio(e.pcm, e.seq, self.wire_ms(e.t_ns), self.framing)
-            self._send_later(
+            self.down.send_later(
                 e.t_ns,
                 _const(data),
                 {
