@@ -47,14 +47,17 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-from cpustats import proc_cpu_s, self_cpu_s
-from floorrecorder import Recorder
-from floorserver import FRAME_NS, tone_frame
-from floortimer import TickTimer
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
+
+# its sibling modules, also when run as a script under PYTHONSAFEPATH (the test suite)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpustats import proc_cpu_s, self_cpu_s  # noqa: E402
+from floorrecorder import Recorder  # noqa: E402
+from floorserver import FRAME_NS, tone_frame  # noqa: E402
+from floortimer import TickTimer  # noqa: E402
 
 SLOT_NS = 1_000_000  # phase quantum: one wake serves every stream of a slot
 STALL_NS = FRAME_NS

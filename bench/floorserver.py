@@ -19,16 +19,20 @@ import array
 import asyncio
 import json
 import math
+import os
 import signal
 import struct
 import sys
 import time
 from typing import cast
 
-from floortimer import TickTimer
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
+
+# its sibling modules, also when run as a script under PYTHONSAFEPATH (the test suite)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from floortimer import TickTimer  # noqa: E402
 
 FRAME_NS = 20_000_000
 FRAME_BYTES = 640  # 20 ms of PCM16 at 16 kHz
