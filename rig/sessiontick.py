@@ -135,6 +135,8 @@ class Tick:
             nxt = uplink.pacer.deadline_ns(uplink.next_seq)
             self._early = clock.now_ns() < nxt
             return nxt
-        except Exception as exc:  # noqa: BLE001 - the loop raises it as its own
-            fut.set_exception(exc)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the loop raises it as its own (even a
+            fut.set_exception(exc)  # stray CancelledError, as an awaited send would)
             return None

@@ -5,7 +5,8 @@ CancelledError, a bug's RuntimeError, from the send side or the receive side) or
 rollout from outside, the rollout ends with `session.end` in events.jsonl, its uplink stats
 and responses so far, a status naming the fault, closed files, and no task left running.
 Real WebSocket connections to the reference system; the fault is injected by a thin wrapper
-around the real transport at frame 15.
+around the real transport at frame 15, on both send paths (the tick's `send_audio_now` and
+the awaited `send_audio`): each case runs with the tick and with `tick=False`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ class Faulty(WebSocketTransport):
         self.sent += 1
         return await super().send_audio(pcm, seq, t_sched_ns)
 
+    def send_audio_now(self, pcm: Pcm16, seq: int, t_sched_ns: int) -> int | None:
+        """The tick's send path (rig.sessiontick): the same fault at the same frame."""
+        if self.side == "send" and seq == AT_FRAME:
+            raise self.exc
+        t = super().send_audio_now(pcm, seq, t_sched_ns)
+        if t is not None:
+            self.sent += 1
+        return t
+
     async def receive(self) -> AsyncIterator[Incoming]:
         async for item in super().receive():
             if self.side == "recv" and self.sent >= AT_FRAME:
@@ -79,13 +89,15 @@ async def sim_url() -> AsyncIterator[str]:
     await sim.stop()
 
 
-async def _session(tmp_path: Path, url: str, side: str, exc: BaseException) -> tuple[Session, Any]:
+async def _session(
+    tmp_path: Path, url: str, side: str, exc: BaseException, tick: bool = True
+) -> tuple[Session, Any]:
     clock = MonotonicClock()
     writer = RecordingWriter()
     writer.start()
     rec = writer.rollout(str(tmp_path / "r"), 16_000)
     plan = PlanBuilder(16_000).add_silence(0.2).add_turn(tone(300, 1.0, 16_000)).build()
-    cfg = SessionConfig(drain_quiet_s=0.5, max_s=5)
+    cfg = SessionConfig(drain_quiet_s=0.5, max_s=5, tick=tick)
     return Session("r", Faulty(url, clock, side, exc), plan, rec, clock, cfg), writer
 
 
@@ -101,12 +113,13 @@ def _check(d: Path, m: dict[str, Any], status: str) -> None:
     assert rate == 16_000 and len(pcm) == m["uplink"]["frames"] * 320
 
 
+@pytest.mark.parametrize("tick", [True, False], ids=["tick", "awaited"])
 @pytest.mark.parametrize("name", list(FAULTS))
 async def test_every_exception_goes_through_the_close_path(
-    tmp_path: Path, sim_url: str, name: str
+    tmp_path: Path, sim_url: str, name: str, tick: bool
 ) -> None:
     side, exc, status = FAULTS[name]
-    session, writer = await _session(tmp_path, sim_url, side, exc)
+    session, writer = await _session(tmp_path, sim_url, side, exc, tick)
     m = await run_alone(session)
     writer.close()
     assert m["status"] == status, m.get("reason")

@@ -89,7 +89,9 @@ def run_tick(handle: TickHandle, t_ns: int, loop: asyncio.AbstractEventLoop) -> 
     report (it must not take the other streams' ticks down with it)."""
     try:
         return handle.fn(t_ns)
-    except Exception as exc:  # noqa: BLE001 - one stream's bug must not stop the others
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one stream's fault must not stop the others
         loop.call_exception_handler({"message": "tick function failed", "exception": exc})
         return None
 
