@@ -105,10 +105,7 @@ class FakeClock:
             await asyncio.sleep(0)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._count += 1
-        heapq.heappush(self._waiters, (t_ns, self._count, fut))
-        if self._advancer is None or self._advancer.done():
-            self._advancer = asyncio.get_running_loop().create_task(self._advance_loop())
+        self._park(t_ns, fut)
         await fut
 
     def call_at(self, t_ns: int, fn: TickFn) -> TickHandle:
@@ -118,7 +115,7 @@ class FakeClock:
         self._park(t_ns, handle)
         return handle
 
-    def _park(self, t_ns: int, item: TickHandle) -> None:
+    def _park(self, t_ns: int, item: asyncio.Future[None] | TickHandle) -> None:
         self._count += 1
         heapq.heappush(self._waiters, (t_ns, self._count, item))
         if self._advancer is None or self._advancer.done():

@@ -216,7 +216,6 @@ class _Session:
         self.ws = ws
         self.conn = conn
         self.up_line = up
-        self.down_line = down
         self.engine = SimEngine(server.cfg, server.reply_audio)
         self.framing = "rig1"
         self.up_q: asyncio.Queue[tuple[int, int, rawpcm.AudioFrame | dict[str, Any]] | None] = (
