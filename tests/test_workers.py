@@ -199,6 +199,30 @@ def test_workers_option_auto_by_default_and_where_one_process_must_run() -> None
         parsed("--workers", "many")
 
 
+def test_auto_leaves_half_the_cores_to_a_system_under_test_on_this_machine() -> None:
+    from rig.runs.sharded import resolve_workers
+
+    for url in ("ws://127.0.0.1:8765/ws", "ws://localhost:1/x", "http://[::1]:8080/offer",
+                "ws://127.3.4.5/", "wss://rig.localhost/"):  # fmt: skip
+        assert workers.is_local_target(url), url
+    for url in (None, "", "ws://10.0.0.2:8765/ws", "wss://api.openai.com/v1/realtime",
+                "ws://[fe80::1]/", "not a url"):  # fmt: skip
+        assert not workers.is_local_target(url), url
+    assert workers.cores_for_rig(2, "ws://127.0.0.1:8765/ws") == 1
+    assert workers.cores_for_rig(8, "ws://127.0.0.1:8765/ws") == 4
+    assert workers.cores_for_rig(1, "ws://127.0.0.1:8765/ws") == 1
+    assert workers.cores_for_rig(2, "ws://10.0.0.2:8765/ws") == 2
+    per = workers.PER_LOOP_ROLLOUTS
+    many = str(10 * per)
+    cores = workers.usable_cores()
+    local = cfg("--concurrency", many, "--target", "ws://127.0.0.1:8765/ws")
+    remote = cfg("--concurrency", many, "--target", "ws://10.0.0.2:8765/ws")
+    assert resolve_workers(local, 10 * per) == max(1, min(10, cores // 2))
+    assert resolve_workers(remote, 10 * per) == min(10, cores)
+    # an explicit N is the user's: not halved
+    assert resolve_workers(cfg("--workers", "2", "--target", "ws://127.0.0.1:1/"), 4 * per) == 2
+
+
 TMUX = ["tmux", "-L", f"rigworkers{os.getpid()}", "-f", "/dev/null"]  # a private server
 
 

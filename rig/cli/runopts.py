@@ -164,7 +164,8 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         help="worker processes the rollouts are sharded over, each with its own event loop "
         f"and writer; auto (the default): 1 up to {PER_LOOP_ROLLOUTS} rollouts at once, "
         f"then one per {PER_LOOP_ROLLOUTS}, at most the {usable_cores()} usable cores of "
-        "this machine (docs/pacing.md)",
+        "this machine, or half of them when the target is on this machine (loopback: the "
+        "system under test needs the rest; docs/pacing.md)",
     )
     p.add_argument(
         "--timing-tolerance-ms",

@@ -32,7 +32,8 @@ from rig.telemetry.mqtt import parse_mqtt_url
 def resolve_workers(config: RunConfig, n_specs: int, role: Role | None = None) -> int:
     """How many processes this run takes (1: this one). `auto` is 1 where workers cannot
     help or cannot go (a worker itself, an engine's shard, one sound card, a device clock),
-    else rig.runs.workers.auto_workers; an explicit N is checked against the same limits."""
+    else rig.runs.workers.auto_workers over the cores the rig may fill (half of them for a
+    system under test on this machine); an explicit N is checked against the same limits."""
     if role is not None and role.is_worker:
         return 1  # a worker: its parent did the sharding
     asked = config.scale.workers
@@ -50,7 +51,8 @@ def resolve_workers(config: RunConfig, n_specs: int, role: Role | None = None) -
             return 1
         c = config.scale.concurrency
         concurrency = None if c == "auto" else int(c)
-        return workers.auto_workers(concurrency, n_specs, workers.usable_cores())
+        cores = workers.cores_for_rig(workers.usable_cores(), config.target.target)
+        return workers.auto_workers(concurrency, n_specs, cores)
     n = min(int(asked), max(1, n_specs))
     if n > 1 and reasons:
         raise ConfigError(f"--workers {asked} needs one process here: {reasons[0]}")

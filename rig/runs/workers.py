@@ -17,12 +17,15 @@ it. `rig sim` workers listen on one port with SO_REUSEPORT; the kernel spreads c
 
 `--workers auto` (the default): one process unless more rollouts run at once than one loop
 paces (`PER_LOOP_ROLLOUTS`, measured with bench/capacity.py: docs/pacing.md), then as many as
-that needs, at most one per usable core.
+that needs, at most one per usable core, and at most half of them when the system under test
+runs on this machine (a loopback target: its own loops need the other half; on two cores with
+`rig sim --workers 2`, four real-time loops on two cores collapsed where one each held).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import select
@@ -30,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
@@ -51,6 +55,29 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def is_local_target(url: str | None) -> bool:
+    """The system under test runs on this machine: its URL's host is a loopback name or
+    address (127.0.0.0/8, ::1, localhost)."""
+    if not url:
+        return False
+    host = urllib.parse.urlsplit(url).hostname
+    if host is None:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cores_for_rig(cores: int, target_url: str | None) -> int:
+    """The cores `--workers auto` may fill: all of them, or half (at least one) when the
+    system under test shares them (it needs about as much CPU per stream as the rig:
+    docs/pacing.md)."""
+    return max(1, cores // 2) if is_local_target(target_url) else cores
 
 
 def auto_workers(
