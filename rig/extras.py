@@ -102,6 +102,12 @@ EXTRAS: dict[str, Extra] = {
         ),
         Extra("analysis", ("pandas>=2",), ("pandas",), "rig.load_run DataFrames"),
         Extra(
+            "uvloop",
+            ("uvloop>=0.19",),
+            ("uvloop",),
+            "rig run --loop uvloop, rig sim --loop uvloop (docs/pacing.md)",
+        ),
+        Extra(
             "otel",
             ("opentelemetry-sdk>=1.20", "opentelemetry-exporter-otlp-proto-http>=1.20"),
             ("opentelemetry",),
@@ -114,6 +120,7 @@ EXTRAS: dict[str, Extra] = {
 #: (builds from source) and ray (a cluster engine of ~100 MB: asked for by name)
 ALL: tuple[str, ...] = (
     "webrtc", "opus", "device", "mqtt", "plot", "asr", "analysis", "otel", "conditions", "room",
+    "uvloop",
 )  # fmt: skip
 #: extras left out of `all` (aec builds from source, as pyaudio does)
 NOT_IN_ALL: tuple[str, ...] = ("pyaudio", "ray", "aec")

@@ -57,6 +57,9 @@ def run(
         pass
     else:
         raise ConfigError("rig.run() blocks: inside an event loop, `await rig.run_async(...)`")
-    return asyncio.run(
-        run_async(scenario, target=target, transport=transport, dialect=dialect, **options)
+    from rig.runs.eventloop import run_on
+
+    return run_on(
+        str(options.get("loop", "asyncio")),
+        run_async(scenario, target=target, transport=transport, dialect=dialect, **options),
     )

@@ -67,6 +67,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "every normal process); what was obtained is in the manifest",
     )
     p.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default=default("loop"),
+        help="the event loop: asyncio (default) or uvloop (the uvloop extra; less CPU per "
+        "frame at many rollouts: docs/pacing.md); what ran is in the manifest",
+    )
+    p.add_argument(
         "--frame-ms",
         type=float,
         default=default("frame_ms"),

@@ -203,6 +203,12 @@ def add_parser(sub: Any) -> None:
         help="SCHED_FIFO priority for the server's loop thread, if permitted (0: normal): its "
         "truth stamps stay tight when the machine is busy",
     )
+    p.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="the event loop: asyncio (default) or uvloop (the uvloop extra; docs/pacing.md)",
+    )
     add_device_options(p)
     add_sim_knobs(p)
 
@@ -382,7 +388,11 @@ def run_ws_or_webrtc(
             url = f"ws://{host}:{rport}"
         print(f"rig sim listening on {url}", flush=True)
         if args.worker_index is None:  # after the URL line (a worker's would come before)
-            print(f"rig sim: {scheduling_line(sched)}", file=sys.stderr, flush=True)
+            from rig.runs.eventloop import event_loop
+
+            on = event_loop()
+            line = scheduling_line(sched) + ("" if on == "asyncio" else f", on {on}")
+            print(f"rig sim: {line}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -398,7 +408,8 @@ def run_ws_or_webrtc(
         print(f"rig sim stopped after {server.state.connections} connections", file=sys.stderr)
 
     from rig.cli.listen import listening
+    from rig.runs.eventloop import run_on
 
     with listening(args.host, args.port):
-        asyncio.run(main())
+        run_on(args.loop, main())
     return 0

@@ -318,6 +318,8 @@ _FLOATS: tuple[tuple[str, Callable[[RunConfig], Any], float, float], ...] = (
 
 def check_config(config: RunConfig) -> None:
     check_ranges(config)
+    if config.scale.loop == "uvloop":
+        require("uvloop", "--loop uvloop")
     config.run_condition()  # a bad --condition is a one-line error before anything runs
     if config.session.echo:
         from rig.echo.spec import EchoSpec

@@ -18,6 +18,7 @@ from typing import Any
 from rig.ids import check_id
 from rig.runs import engine as engine_run
 from rig.runs.config import RunConfig, otel_endpoint
+from rig.runs.eventloop import run_on
 from rig.runs.execute import execute
 from rig.runs.records import Role
 from rig.runs.runner import new_run_id
@@ -66,8 +67,9 @@ def resolved(config: RunConfig) -> RunConfig:
 
 
 async def run_async(config: RunConfig) -> Outcome:
-    """The run, on the caller's event loop; worker processes and engines run from a thread
-    (they only wait for their children)."""
+    """The run, on the caller's event loop (`--loop` applies where rig starts one: `run`,
+    worker processes); worker processes and engines run from a thread (they only wait for
+    their children)."""
     config = resolved(config)
     # scenario files, WAV decoding and device checks block: not on the caller's loop
     prepared = await asyncio.to_thread(prepare, config)
@@ -81,8 +83,8 @@ async def run_async(config: RunConfig) -> Outcome:
 
 
 def run(config: RunConfig) -> Outcome:
-    """Blocking `run_async` (`rig run`)."""
-    return asyncio.run(run_async(config))
+    """Blocking `run_async` (`rig run`), on the event loop `--loop` names."""
+    return run_on(config.scale.loop, run_async(config))
 
 
 async def run_here(config: RunConfig, prepared: Prepared, role: Role | None = None) -> Outcome:

@@ -98,6 +98,7 @@ class Scale:
     workers: int | str = opt(AUTO, "--workers", "int|auto")
     repeat: int = opt(1, "--repeat")
     rt_priority: int = opt(3, "--rt-priority")
+    loop: str = opt("asyncio", "--loop", choices=("asyncio", "uvloop"))
     shard: Shard | None = opt(None, "--shard", Shard)
 
 

@@ -57,6 +57,7 @@ from rig.recordings.writer import (
     describe_os_error,
     write_json_atomic,
 )
+from rig.runs.eventloop import event_loop
 from rig.runs.metricsfile import redacted, write_metrics_json
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
@@ -240,7 +241,7 @@ class Runner:
         manifest["node"] = self.placement["node"]
         if previous:
             manifest = resume.resumed(previous, manifest, self.run_dir, force=self.force_resume)
-        manifest["scheduling"] = sched
+        manifest["scheduling"] = {**sched, "event_loop": event_loop()}
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
                 f"note: normal scheduling for the audio loop ({sched['reason']}); on a busy "

@@ -11,13 +11,13 @@ not, 2 on a bad config and 1 when it failed; errors are one line on stderr, as t
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 
 from rig.childproc import die_with_parent
 from rig.errors import AudioInputError, ConfigError, RigError, ScenarioError
 from rig.runs.config import RunConfig
+from rig.runs.eventloop import run_on
 from rig.runs.launch import resolved, run_here
 from rig.runs.records import Role
 from rig.runs.specs import prepare
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = config.replace(scale__shard=parse_shard(a.shard))
         config = resolved(config)
         prepared = prepare(config)
-        outcome = asyncio.run(run_here(config, prepared, role))
+        outcome = run_on(config.scale.loop, run_here(config, prepared, role))
     except RigError as exc:
         print(f"rig run: error: {exc}", file=sys.stderr)
         usage = isinstance(exc, ConfigError | ScenarioError | AudioInputError)
