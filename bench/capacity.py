@@ -29,8 +29,8 @@ bytes, absolute deadlines on the same timerfd clock) against a bare `websockets`
 in its own process: no recording, no analysis, no dialect, lateness only.
 
 --loop asyncio uvloop runs every step (rig and anchor) once per event loop implementation,
-alternating, in one run: the rig's ratio beside the anchor's. uvloop is not a dependency of
-rig; `pip install uvloop` for this comparison. The reference system stays on asyncio in both.
+alternating, in one run: the rig's ratio beside the anchor's (uvloop: the `uvloop` extra).
+The reference system runs on `--sim-loop` (asyncio unless asked) for every step.
 
 --workers 1 2 runs every step through the command line instead, `rig run tone.wav --repeat N
 --concurrency N --workers W` in a child process, once per W, alternating, in one run: the
@@ -326,6 +326,10 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--sim-workers", type=int, default=1, help="rig sim --workers N")
     ap.add_argument(
+        "--sim-loop", choices=["asyncio", "uvloop"], default="asyncio",
+        help="rig sim --loop (the reference system's event loop, the same for every step)",
+    )  # fmt: skip
+    ap.add_argument(
         "--workers", type=int, nargs="+", default=None,
         help="run each step through `rig run --workers W`, once per W, alternating",
     )  # fmt: skip
@@ -343,7 +347,8 @@ def main() -> None:
           f"Python {platform.python_version()}; load average at start "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     sim, url = start_proc([sys.executable, "-m", "rig", "sim", "--port", "0", "--reply-s", "2",
-                           "--workers", str(args.sim_workers)])  # fmt: skip
+                           "--workers", str(args.sim_workers),
+                           "--loop", args.sim_loop])  # fmt: skip
     echo, echo_url = start_proc([sys.executable, "-c", ECHO_SERVER])
     rig_rows: list[dict[str, Any]] = []
     echo_rows: list[dict[str, Any]] = []
