@@ -6,14 +6,15 @@ timers, run-delay totals, steal and backlog samples with their times; a rollout 
 `mark()` when it starts and `since(mark, t_ns)` when it ends. Lag goes into a fixed histogram
 (0.25 ms bins), so a mark is a copy of ~400 ints and a summary needs no sort of the rollout's
 samples; lags above 1 ms are kept with their times, and `view()` hands a stretch of them to the
-figure bounds as sorted lists (`LagView`).
+figure bounds as sorted lists (`LagView`). The kept events are plain lists trimmed in bulk
+(`_Events`), not deques: a rollout's end bisects them and slices out its stretch, which on a
+deque walks from the oldest event (O(events kept) per rollout: 10 % of the loop's samples at
+100 rollouts once an overload had filled them).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,35 @@ MERGE_NS = NS_PER_MS
 #: how far after a stamp (and how many) wake-ups that were due before it are looked for
 OVERDUE_NS = 1_000 * NS_PER_MS
 OVERDUE_SCAN = 64
+
+
+class _Events:
+    """(time, value) events in time order, at least the last KEEP_EVENTS of them: two lists,
+    the oldest dropped in one slice once twice that many are held (amortised O(1) appends;
+    bisection and slices at list speed)."""
+
+    __slots__ = ("t", "v")
+
+    def __init__(self) -> None:
+        self.t: list[int] = []
+        self.v: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def append(self, t_ns: int, value: int) -> None:
+        self.t.append(t_ns)
+        self.v.append(value)
+        if len(self.t) > 2 * KEEP_EVENTS:
+            del self.t[:-KEEP_EVENTS], self.v[:-KEEP_EVENTS]
+
+    def between(self, lo_ns: int, hi_ns: int) -> tuple[list[int], list[int]]:
+        i, j = bisect.bisect_left(self.t, lo_ns), bisect.bisect_right(self.t, hi_ns)
+        return self.t[i:j], self.v[i:j]
+
+    def max_after(self, t_ns: int) -> int | None:
+        i = bisect.bisect_left(self.t, t_ns)
+        return max(self.v[i:]) if i < len(self.v) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +98,14 @@ class LoopMonitor:
     def __init__(self) -> None:
         self._bins = [0] * N_BINS
         self.ticks = 0
-        self._big_t: deque[int] = deque(maxlen=KEEP_EVENTS)  # lags above KEEP_LAG_NS
-        self._big_lag: deque[int] = deque(maxlen=KEEP_EVENTS)
-        self._backlog_t: deque[int] = deque(maxlen=KEEP_EVENTS)  # backlog samples > 0
-        self._backlog_n: deque[int] = deque(maxlen=KEEP_EVENTS)
+        self._big = _Events()  # tick lags above KEEP_LAG_NS
+        self._backlog = _Events()  # backlog samples > 0
         self._run_delay_ns: int | None = None
         self._steal_ns: int | None = None
         self.max_lag_ns = 0
         #: late frame wake-ups of every stream on the loop (> KEEP_LAG_NS; one per
         #: MERGE_NS, its largest lag: 50 streams late together are one event)
-        self._send_t: deque[int] = deque(maxlen=KEEP_EVENTS)
-        self._send_lag: deque[int] = deque(maxlen=KEEP_EVENTS)
+        self._send = _Events()
 
     def tick(self, due_ns: int, woke_ns: int) -> int:
         """The periodic task was due at `due_ns` and ran at `woke_ns`; returns the lag."""
@@ -86,8 +113,7 @@ class LoopMonitor:
         self._bins[min(lag // BIN_NS, N_BINS - 1)] += 1
         self.ticks += 1
         if lag > KEEP_LAG_NS:
-            self._big_t.append(woke_ns)
-            self._big_lag.append(lag)
+            self._big.append(woke_ns, lag)
         if lag > self.max_lag_ns:
             self.max_lag_ns = lag
         return lag
@@ -100,22 +126,24 @@ class LoopMonitor:
         lag = woke_ns - due_ns
         if lag <= KEEP_LAG_NS:
             return
-        if self._send_t and woke_ns - self._send_t[-1] < MERGE_NS:
-            if lag > self._send_lag[-1]:
-                self._send_lag[-1] = lag
+        send = self._send
+        if send.t and woke_ns - send.t[-1] < MERGE_NS:
+            if lag > send.v[-1]:
+                send.v[-1] = lag
             return
-        self._send_t.append(woke_ns)
-        self._send_lag.append(lag)
+        send.append(woke_ns, lag)
 
     def view(self, lo_ns: int, hi_ns: int) -> LagView:
         """The kept late wake-ups (ticks and frame timers) that woke in [lo_ns, hi_ns], as
-        plain sorted lists: one pass over the deques, so a rollout's many stamps are bounded
-        by bisection on lists (the deques can hold 10^5 events after an overload)."""
-        pairs: list[tuple[int, int]] = []
-        for ts, vs in ((self._big_t, self._big_lag), (self._send_t, self._send_lag)):
-            i, j = bisect.bisect_left(ts, lo_ns), bisect.bisect_right(ts, hi_ns)
-            pairs.extend(zip(itertools.islice(ts, i, j), itertools.islice(vs, i, j), strict=True))
-        pairs.sort()
+        plain sorted lists: a bisection and a slice of each kind, so a rollout's many stamps
+        are bounded by bisection on short lists (10^5 events can be kept after an overload)."""
+        big_t, big_v = self._big.between(lo_ns, hi_ns)
+        send_t, send_v = self._send.between(lo_ns, hi_ns)
+        if not big_t:
+            return LagView(send_t, send_v)
+        if not send_t:
+            return LagView(big_t, big_v)
+        pairs = sorted(zip(big_t + send_t, big_v + send_v, strict=True))
         return LagView([t for t, _ in pairs], [v for _, v in pairs])
 
     def lag_near(self, t_ns: int, before_ns: int, after_ns: int) -> int:
@@ -133,8 +161,7 @@ class LoopMonitor:
     def backlog(self, t_ns: int, items: int) -> None:
         """The writer's queue length at `t_ns` (only non-zero samples are kept)."""
         if items > 0:
-            self._backlog_t.append(t_ns)
-            self._backlog_n.append(items)
+            self._backlog.append(t_ns, items)
 
     def mark(self, t_ns: int) -> Mark:
         return Mark(t_ns, tuple(self._bins), self.ticks, self._run_delay_ns, self._steal_ns)
@@ -144,7 +171,7 @@ class LoopMonitor:
         counts = [a - b for a, b in zip(self._bins, mark.bins, strict=True)]
         n = self.ticks - mark.ticks
         span_ns = max(0, t_ns - mark.t_ns)
-        lag_max = _max_after(self._big_t, self._big_lag, mark.t_ns)
+        lag_max = self._big.max_after(mark.t_ns)
         if lag_max is None and n:
             top = max(i for i, c in enumerate(counts) if c)
             lag_max = min((top + 1) * BIN_NS, KEEP_LAG_NS)  # all below the kept threshold
@@ -164,7 +191,7 @@ class LoopMonitor:
             lag_max_ms=max_ms,
             run_delay_ms=run_ms,
             run_delay_share=share,
-            backlog_max=_max_after(self._backlog_t, self._backlog_n, mark.t_ns) or 0,
+            backlog_max=self._backlog.max_after(mark.t_ns) or 0,
             span_ms=round(span_ns / NS_PER_MS, 3),
             steal_ms=steal_ms,
         )
@@ -201,13 +228,6 @@ class LagView:
         i, j = bisect.bisect_left(ts, t_ns - within_ns), bisect.bisect_right(ts, t_ns + within_ns)
         found = [(ts[k] - t_ns, vs[k]) for k in range(i, j)]
         return sorted(sorted(found, key=lambda e: -e[1])[:most])
-
-
-def _max_after(ts: deque[int], vs: deque[int], t_ns: int) -> int | None:
-    i = bisect.bisect_left(ts, t_ns)
-    if i >= len(ts):
-        return None
-    return max(vs[k] for k in range(i, len(ts)))
 
 
 def _capped(q_ms: float | None, max_ms: float | None) -> float | None:
