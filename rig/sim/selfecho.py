@@ -42,6 +42,49 @@ SUPPRESS_DB = 6.0
 SLACK_S = 0.04
 MARGIN_DB = 3.0
 DECIMATE = 4  # the coarse lag search sums blocks of this many samples
+#: (row, column) -> (first sample, delay) of a design Gram entry: column k starts at sample
+#: TAPS - 1 - k of the design's segment, so entry (j, k) is the segment's autocorrelation at
+#: delay |j - k| from sample TAPS - 1 - max(j, k)
+_TAP = np.arange(TAPS)
+_G_START = TAPS - 1 - np.maximum.outer(_TAP, _TAP)
+_G_DELAY = np.abs(np.subtract.outer(_TAP, _TAP))
+_EDGE = np.add.outer(_TAP[:-1], _TAP)  # [s, d] -> s + d, for s < TAPS - 1
+_EDGE_CLIP = np.minimum(_EDGE, TAPS - 2)
+#: a fit whose residual energy, by the normal equations, exceeds a tenth of the window's by
+#: more than this much of the terms' magnitude has failed whatever the rounding (the direct
+#: residual, as computed before, agrees to ~1e-14 of them)
+_ROUNDING = 1e-9
+
+
+class _Tail:
+    """The last `keep` samples of a stream, in a buffer twice that long: a chunk is written
+    in place and the tail moves to the front once per `keep` samples (a concatenation per
+    chunk copied the whole 2-second history every 20 ms)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._buf = np.zeros(2 * keep)
+        self._end = 0
+        self.size = 0
+
+    def view(self) -> F64:
+        return self._buf[self._end - self.size : self._end]
+
+    def grow(self, n: int) -> F64:
+        """The next `n` samples, zeroed (the newest `keep` of them if more), to fill."""
+        if n >= self.keep:
+            self._end = self.size = self.keep
+            self._buf[: self.keep] = 0.0
+            return self._buf[: self.keep]
+        if self._end + n > self._buf.size:
+            k = min(self.size, self.keep - n)
+            self._buf[:k] = self._buf[self._end - k : self._end]
+            self._end = self.size = k
+        new = self._buf[self._end : self._end + n]
+        new[:] = 0.0
+        self._end += n
+        self.size = min(self.size + n, self.keep)
+        return new
 
 
 class OwnEchoCanceller:
@@ -51,13 +94,22 @@ class OwnEchoCanceller:
         self._keep = self.max_lag + WINDOW + TAPS + 8 * sample_rate // 10
         self._out = np.zeros(self._keep + sample_rate)  # ring of what was said, by sample
         self._out_end: int | None = None  # absolute sample one past the last said
-        self._x = np.zeros(0)  # input history
-        self._r = np.zeros(0)  # the reference of the same instants
+        self._xh = _Tail(self._keep)  # input history
+        self._rh = _Tail(self._keep)  # the reference of the same instants
+        self._ref_last: int | None = None  # input sample of the last nonzero reference
         self._received = 0  # input samples so far
         self._offset_ns: int | None = None  # earliest (arrival - sample time) seen
         self.lag: int | None = None
         self._gain2: float | None = None  # the last good fit's power gain (1 / ERL)
         self.removed_db: float | None = None  # the last fit's echo return loss enhancement
+
+    @property
+    def _x(self) -> F64:
+        return self._xh.view()
+
+    @property
+    def _r(self) -> F64:
+        return self._rh.view()
 
     def _abs(self, t_ns: int) -> int:
         return t_ns * self.rate // NS_PER_S
@@ -74,18 +126,30 @@ class OwnEchoCanceller:
         self._out_end = start + x.size
 
     def _ring_put(self, start: int, x: F64) -> None:
-        n = self._out.size
-        idx = np.arange(start, start + x.size) % n
-        self._out[idx] = x
+        """Sample `start + i` to slot `(start + i) % size`: one or two slices (a chunk longer
+        than the ring keeps its end, as the later writes of an index array did)."""
+        size = self._out.size
+        if x.size > size:
+            start, x = start + x.size - size, x[-size:]
+        i = start % size
+        k = min(x.size, size - i)
+        self._out[i : i + k] = x[:k]
+        self._out[: x.size - k] = x[k:]
 
-    def _said(self, a: int, b: int) -> F64:
-        out = np.zeros(b - a)
+    def _said_into(self, dst: F64, b: int) -> bool:
+        """What was said at absolute samples [b - dst.size, b) into `dst` (zeros: nothing);
+        False if none of it is in the ring."""
         if self._out_end is None:
-            return out
-        lo, hi = max(a, self._out_end - self._out.size + 1), min(b, self._out_end)
-        if hi > lo:
-            out[lo - a : hi - a] = self._out[np.arange(lo, hi) % self._out.size]
-        return out
+            return False
+        a, size = b - dst.size, self._out.size
+        lo, hi = max(a, self._out_end - size + 1), min(b, self._out_end)
+        if hi <= lo:
+            return False
+        i = lo % size
+        k = min(hi - lo, size - i)
+        dst[lo - a : lo - a + k] = self._out[i : i + k]
+        dst[lo - a + k : hi - a] = self._out[: hi - lo - k]
+        return True
 
     def clean(self, pcm: Pcm16, t_ns: int, *, hearable: bool = True) -> Pcm16:
         """An input chunk that reached the model at `t_ns`, less the system's own echo.
@@ -106,10 +170,14 @@ class OwnEchoCanceller:
         # arrived (a frame sent at its start carries audio the system has not said yet)
         end = self._abs(self._offset_ns) + s
         x = pcm.astype(np.float64) / 32768.0
-        self._x = np.concatenate((self._x, x))[-self._keep :]
-        self._r = np.concatenate((self._r, self._said(end - n, end)))[-self._keep :]
+        self._xh.grow(n)[:] = x[-self._keep :]
+        ref = self._rh.grow(n)
+        if self._said_into(ref, end):
+            nz = np.flatnonzero(ref)
+            if nz.size:
+                self._ref_last = self._received - ref.size + int(nz[-1])
         need = WINDOW + TAPS
-        if not hearable or self._x.size < need or not self._r[-(self.max_lag + need) :].any():
+        if not hearable or self._xh.size < need or not self._ref_within(self.max_lag + need):
             return pcm
         fit = self._fit(n)
         if fit is None:
@@ -125,6 +193,12 @@ class OwnEchoCanceller:
                 y[i : i + b] = 0.0
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
 
+    def _ref_within(self, span: int) -> bool:
+        """Whether the reference of the last `span` input samples (of those kept) is not all
+        zero: from the index of its last nonzero sample, not a pass over the span."""
+        last = self._ref_last
+        return last is not None and last >= self._received - min(span, self._rh.size)
+
     def _suppress_only(self, pcm: Pcm16, x: F64) -> Pcm16:
         """No fit now (the playback's timing jumped, or double talk): a 10 ms block no
         louder than the echo the last good fit predicts from what was said around the lag
@@ -132,15 +206,15 @@ class OwnEchoCanceller:
         if self._gain2 is None or self.lag is None:
             return pcm
         n, b, slack = x.size, max(1, self.rate // 100), int(SLACK_S * self.rate)
-        r2 = self._r * self._r
+        ref = self._r
         y = x.copy()
         for i in range(0, n, b):
             blk = x[i : i + b]
-            hi = self._r.size - (n - i) - self.lag + slack
+            hi = ref.size - (n - i) - self.lag + slack
             lo = max(0, hi - 2 * slack - b)
             if hi <= lo:
                 continue
-            seg = r2[lo:hi]
+            seg = ref[lo:hi] ** 2  # only the squares looked at, not the whole history's
             best = float(np.max(np.convolve(seg, np.ones(b), "valid"))) if seg.size >= b else 0.0
             if float(blk @ blk) <= self._gain2 * best * 10 ** (MARGIN_DB / 10):
                 y[i : i + b] = 0.0
@@ -157,11 +231,10 @@ class OwnEchoCanceller:
                 if lag is None or (search and lag == self.lag):  # the fit there just failed
                     return None
                 self.lag = lag
-            a = self._design(self.lag, WINDOW)
-            res = x - a @ _solve(a, x)
-            erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
-            if erle >= MIN_ERLE_DB:
-                self.removed_db = float(erle)
+            got = self._fit_at(self.lag, x, energy)
+            if got is not None:
+                res, a, erle = got
+                self.removed_db = erle
                 est = x - res
                 ref = a[:, TAPS // 2]
                 self._gain2 = float(est @ est) / max(float(ref @ ref), 1e-20)
@@ -171,60 +244,113 @@ class OwnEchoCanceller:
         self.removed_db = None
         return None
 
-    def _design(self, lag: int, w: int) -> F64:
-        """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples
-        (zeros before the reference's history starts): one strided view, copied once."""
+    def _fit_at(self, lag: int, x: F64, energy: float) -> tuple[F64, F64, float] | None:
+        return _fit_segment(self._segment(lag, WINDOW), x, energy)
+
+    def _segment(self, lag: int, w: int) -> F64:
+        """The reference the design at `lag` is made of: the `w + TAPS - 1` samples ending
+        `lag - TAPS/2` before the input's end (zeros before the reference's history)."""
         d0 = lag - TAPS // 2  # the smallest delay (column 0); the search keeps it >= 0
         need = w + TAPS - 1
-        hi = max(0, self._r.size - d0)
-        seg = self._r[max(0, hi - need) : hi]
+        ref = self._r
+        hi = max(0, ref.size - d0)
+        seg = ref[max(0, hi - need) : hi]
         if seg.size < need:
             seg = np.concatenate((np.zeros(need - seg.size), seg))
-        # row j of the view is seg[j : j + w]; column k (delay d0 + k) is row TAPS - 1 - k
-        rows = np.lib.stride_tricks.sliding_window_view(seg, w)[::-1]
-        return np.ascontiguousarray(rows).T  # (w, TAPS), Fortran order: a.T @ a is one GEMM
+        return seg
 
     def _search(self) -> int | None:
         """The lag where the reference best explains the input (normalised correlation):
         coarse on both signals summed in blocks of `DECIMATE` (an FFT a sixteenth the size
         of a full-rate one: the search runs on every hearable chunk while a reply plays),
-        then exact at full rate around the coarse peak."""
+        then exact at full rate around the coarse peak. Sums of squares and products of
+        these signals are exact, so strided adds, slices and `np.correlate` give the bits
+        the reshapes, index arrays and per-lag dot products did."""
         x = self._x[-WINDOW:]
-        span = min(self.max_lag + WINDOW, self._r.size)
+        ref = self._r
+        span = min(self.max_lag + WINDOW, ref.size)
         span -= span % DECIMATE
-        r = self._r[-span:]
+        r = ref[ref.size - span :]
         if span - WINDOW < TAPS // 2:
             return None
-        xd = x.reshape(-1, DECIMATE).sum(axis=1)
-        rd = r.reshape(-1, DECIMATE).sum(axis=1)
+        xd, rd = _decimate(x), _decimate(r)
         wd, sd = xd.size, rd.size
         size = 1 << int(np.ceil(np.log2(sd + wd)))
         c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
-        lags_d = np.arange(0, sd - wd + 1)
+        # lag l (0 .. sd - wd) of the decimated signals: correlation c[(l - sd + wd) % size],
+        # the reference's energy over its blocks sd - wd - l .. sd - l
+        k = sd - wd
+        cl = np.concatenate((c[size - k :], c[:1]))
         cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
-        starts = sd - wd - lags_d
-        e = cs[starts + wd] - cs[starts]
-        score = np.abs(c[(lags_d - sd + wd) % size]) / np.sqrt(np.maximum(e, 1e-12))
-        coarse = int(lags_d[int(np.argmax(score))]) * DECIMATE
-        # exact around it: x[i] against r[span - WINDOW - m + i]
-        best, best_lag = -1.0, None
-        for m in range(
-            max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE) + 1
-        ):
-            seg = r[span - WINDOW - m : span - m]
-            em = float(seg @ seg)
-            if em <= 1e-9:
-                continue
-            sc = abs(float(x @ seg)) / np.sqrt(em)
-            if sc > best:
-                best, best_lag = sc, m
-        return best_lag
+        e = cs[wd:][::-1] - cs[: k + 1][::-1]
+        score = np.abs(cl) / np.sqrt(np.maximum(e, 1e-12))
+        coarse = int(np.argmax(score)) * DECIMATE
+        # exact around it: x[i] against r[span - WINDOW - m + i], m from lo to hi
+        lo, hi = max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE)
+        if hi < lo:
+            return None
+        sub = r[span - WINDOW - hi : span - lo]
+        dots = np.correlate(sub, x, "valid")[::-1]  # lag lo + j
+        c2 = np.cumsum(np.concatenate(([0.0], sub * sub)))
+        em = (c2[WINDOW:] - c2[: hi - lo + 1])[::-1]
+        ok = em > 1e-9
+        if not ok.any():
+            return None
+        sc = np.where(ok, np.abs(dots) / np.sqrt(np.where(ok, em, 1.0)), -1.0)
+        return lo + int(np.argmax(sc))
 
 
-def _solve(a: F64, x: F64) -> F64:
-    """Least squares by the normal equations (TAPS x TAPS) with a tiny ridge: the same
-    residual as an SVD solve for these fits (a tone's shifted copies are nearly collinear;
-    the ridge picks the small-norm filter), at a tenth of the cost."""
-    ata = a.T @ a
+def _fit_segment(seg: F64, x: F64, energy: float) -> tuple[F64, F64, float] | None:
+    """The residual, design and ERLE of the least-squares fit of `x` by the design made of
+    `seg`, if it removes `MIN_ERLE_DB`. A fit that plainly fails is told by the normal
+    equations alone: the Gram matrix and the correlations are exact (integer multiples of
+    2**-30: any order of summation gives the bits of a.T @ a), so the filter is the one the
+    design matrix gives, without building it (a copy and a GEMM: most of a failed fit's
+    cost); only a fit that may pass is checked on the residual itself, as before."""
+    ata = _gram(seg, x.size)
+    atx = np.ascontiguousarray(np.correlate(seg, x, "valid")[::-1])
+    # a tiny ridge: the same residual as an SVD solve for these fits (a tone's shifted
+    # copies are nearly collinear; the ridge picks the small-norm filter)
     ridge = 1e-9 * (float(np.trace(ata)) / TAPS + 1e-12)
-    return np.asarray(np.linalg.solve(ata + ridge * np.eye(TAPS), a.T @ x), dtype=np.float64)
+    h = np.asarray(np.linalg.solve(ata + ridge * np.eye(TAPS), atx), dtype=np.float64)
+    left = energy - 2.0 * float(h @ atx) + float(h @ (ata @ h))  # ||x - a h||^2
+    ah = np.abs(h)
+    slack = _ROUNDING * (energy + 2.0 * float(ah @ np.abs(atx)) + float(ah @ (np.abs(ata) @ ah)))
+    if left - slack > energy / 10 ** (MIN_ERLE_DB / 10):
+        return None
+    a = _design(seg, x.size)
+    res = x - a @ h
+    erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
+    return (res, a, float(erle)) if erle >= MIN_ERLE_DB else None
+
+
+def _decimate(x: F64) -> F64:
+    """Sums of `DECIMATE` consecutive samples (exact for these signals, in any order)."""
+    out = x[0::DECIMATE].copy()
+    for k in range(1, DECIMATE):
+        out += x[k::DECIMATE]
+    return out
+
+
+def _gram(seg: F64, w: int) -> F64:
+    """a.T @ a of the design made of `seg` (column k: seg[TAPS-1-k : TAPS-1-k+w]), from the
+    segment's autocorrelation over its first w samples and the edge terms: p[s, d] is the
+    sum of seg[s + i] * seg[s + d + i] over i < w (index arrays, not sliding-window views:
+    those cost more than the arithmetic here)."""
+    p0 = np.correlate(seg[: w + TAPS - 1], seg[:w], "valid")  # s = 0, d = 0 .. TAPS - 1
+    # from s to s + 1: less seg[s] * seg[s + d], plus seg[s + w] * seg[s + w + d] (entries
+    # with s + d past TAPS - 2 are never read: clipped, to stay inside the segment)
+    step = seg[w:][_EDGE_CLIP] * seg[w : w + TAPS - 1, None] - seg[_EDGE] * seg[: TAPS - 1, None]
+    p = np.empty((TAPS, TAPS))
+    p[0] = p0
+    p[1:] = p0 + np.cumsum(step, axis=0)
+    gram: F64 = p[_G_START, _G_DELAY]
+    return gram
+
+
+def _design(seg: F64, w: int) -> F64:
+    """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples: one
+    strided view of the segment, copied once."""
+    # row j of the view is seg[j : j + w]; column k (delay d0 + k) is row TAPS - 1 - k
+    rows = np.lib.stride_tricks.sliding_window_view(seg, w)[::-1]
+    return np.ascontiguousarray(rows).T  # (w, TAPS), Fortran order: a.T @ a is one GEMM
