@@ -1,12 +1,13 @@
 """CPU per input chunk of `rig sim`'s engine (rig.sim.engine, rig.sim.selfecho), the paths a
 fleet of timing scenarios takes: 20 ms chunks (320 samples at 16 kHz), a 440 Hz reply
 playing, loud noise-like user input that holds no echo (no --echo), and the same with
-echo.
+echo. The on_audio rows feed noise that the noise-floor gate keeps under it (the quiet
+path: most chunks of a fleet).
 
     /work/bin/t .venv/bin/python bench/sim_chunk.py
 
-Prints the median wall time per call over many calls after a warm-up (timeit, best of
-several repeats), in microseconds.
+Prints the CPU time (process time) per call over many calls after a warm-up (timeit, best
+of several repeats), in microseconds, less the cost of making the inputs.
 """
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ def _gate() -> Callable[[], object]:
     return step
 
 
+def _gate_scalar() -> Callable[[], object]:
+    """The gate's per-block step on a block's (sum of squares, peak), as on_audio runs it."""
+    rng = np.random.default_rng(0)
+    eng = SimEngine(SimConfig())
+    stats = []
+    for _ in range(64):
+        x = (rng.standard_normal(160) * 300).astype(np.int64)
+        stats.append((int(x @ x), int(np.abs(x).max())))
+    state = {"k": 0}
+
+    def step() -> object:
+        state["k"] += 1
+        sq, peak = stats[state["k"] % 64]
+        return eng._gate_of(sq, peak, 160)
+
+    for _ in range(200):
+        step()
+    return step
+
+
 def _input_cost() -> Callable[[], object]:
     """The makings of one chunk's input, to subtract: noise and the reply chunk."""
     rng = np.random.default_rng(0)
@@ -113,6 +134,7 @@ def main() -> None:
     for name, fn in rows.items():
         print(f"  {name:42s} {us_per_call(fn) - base:8.1f}")
     print(f"  {'SimEngine._gate, one 10 ms block':42s} {us_per_call(_gate()):8.1f}")
+    print(f"  {'  of which the scalar step (_gate_of)':42s} {us_per_call(_gate_scalar()):8.1f}")
 
 
 if __name__ == "__main__":
