@@ -30,10 +30,11 @@ def _tone(k: int) -> np.ndarray:
     return (np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16)
 
 
-def _canceller(hearable: bool, echo: bool) -> Callable[[], object]:
+def _canceller(hearable: bool, echo: bool, found: bool = False) -> Callable[[], object]:
+    """`found`: an echo was heard (and cancelled) before this stretch without one."""
     rng = np.random.default_rng(0)
     c = OwnEchoCanceller(RATE)
-    state = {"k": 0}
+    state = {"k": 0, "echo": echo or found}
 
     def step() -> object:
         k = state["k"]
@@ -41,13 +42,16 @@ def _canceller(hearable: bool, echo: bool) -> Callable[[], object]:
         t = k * NS_CHUNK
         ref = _tone(k)
         c.played(t - NS_CHUNK, ref)  # said over the 20 ms before this chunk arrives
-        if echo:
+        if state["echo"]:
             x = (_tone(k - 3).astype(np.float64) * 0.3).astype(np.int16)
         else:
             x = (rng.standard_normal(N) * 3000).astype(np.int16)
         return c.clean(x, t, hearable=hearable)
 
     for _ in range(200):  # a full history
+        step()
+    state["echo"] = echo
+    for _ in range(10):
         step()
     return step
 
@@ -126,6 +130,7 @@ def main() -> None:
     rows = {
         "clean, quiet chunk (hearable=False)": _canceller(False, False),
         "clean, loud chunk, no echo (failed fit)": _canceller(True, False),
+        "  the same once an echo was found": _canceller(True, False, found=True),
         "clean, loud chunk, echo (good fit)": _canceller(True, True),
         "SimEngine.on_audio, canceller on": _engine(True),
         "SimEngine.on_audio, canceller off": _engine(False),

@@ -24,6 +24,20 @@ taken for echo. The lag is kept once found and searched again when the fit stops
 Limits (docs/reference-system.md): a pure delay and gain is removed to well below the VAD's
 gate; a room longer than `TAPS` samples leaves its reverberant tail, which a loud enough echo
 can still push over the gate.
+
+Cost, per 20 ms chunk (bench/sim_chunk.py; a fleet of 200 streams runs it in one process).
+A chunk under the gate only extends the histories (linear buffers; the index of the last
+nonzero reference sample says whether a reply is in the window). A loud one while a reply is
+there fits at the known lag: a fit that fails is told by the normal equations alone, their
+sums exact for these int16-derived signals, so the same decision in the same bits as the
+design matrix's (`_fit_segment`). When it fails the lag search runs, mostly three 8192-point
+FFTs. A search whose best lag explains under `QUIET_RHO` of the window (no echo: the user
+talking over the reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input
+samples while that window's part still carries half of the energy (`_can_wait`), as long as
+no echo was ever found: a failed chunk then passes as it came whatever lag it holds, so the
+output is what searching gave. Once an echo was found, the lag a search leaves steers the
+suppression of `_suppress_only`, so every such chunk searches as before; only the fit at a
+lag where the search saw no echo is skipped.
 """
 
 from __future__ import annotations
@@ -42,6 +56,11 @@ SUPPRESS_DB = 6.0
 SLACK_S = 0.04
 MARGIN_DB = 3.0
 DECIMATE = 4  # the coarse lag search sums blocks of this many samples
+#: a search whose best lag explains less than this share of the window (normalised
+#: correlation squared, coarse) finds no echo: a fit that passes explains 0.65 or more
+QUIET_RHO = 0.1
+#: ... and no fit is tried until this many input samples later (see `_can_wait`)
+QUIET_SPAN = WINDOW // 2
 #: (row, column) -> (first sample, delay) of a design Gram entry: column k starts at sample
 #: TAPS - 1 - k of the design's segment, so entry (j, k) is the segment's autocorrelation at
 #: delay |j - k| from sample TAPS - 1 - max(j, k)
@@ -99,6 +118,7 @@ class OwnEchoCanceller:
         self._ref_last: int | None = None  # input sample of the last nonzero reference
         self._received = 0  # input samples so far
         self._offset_ns: int | None = None  # earliest (arrival - sample time) seen
+        self._quiet_end: int | None = None  # input samples at a search that found no echo
         self.lag: int | None = None
         self._gain2: float | None = None  # the last good fit's power gain (1 / ERL)
         self.removed_db: float | None = None  # the last fit's echo return loss enhancement
@@ -155,9 +175,9 @@ class OwnEchoCanceller:
         """An input chunk that reached the model at `t_ns`, less the system's own echo.
 
         `hearable` False (the chunk's peak is under the VAD's gate, so it cannot start speech
-        whatever is in it) keeps the history and skips the fit and the lag search: a search
-        costs ~1.5 ms per chunk, and a fleet of replying streams that paid it on every quiet
-        chunk starved the rig's loop (the reference system runs at SCHED_FIFO too)."""
+        whatever is in it) keeps the history and skips the fit and the lag search: a fleet
+        of replying streams that paid a search (then ~1.5 ms) on every quiet chunk starved
+        the rig's loop (the reference system runs at SCHED_FIFO too)."""
         n = pcm.size
         # input sample i sits at offset + i / rate: the earliest arrival seen (the lower
         # envelope), so a chunk that arrives late does not shift the reference it meets
@@ -214,8 +234,13 @@ class OwnEchoCanceller:
             lo = max(0, hi - 2 * slack - b)
             if hi <= lo:
                 continue
-            seg = ref[lo:hi] ** 2  # only the squares looked at, not the whole history's
-            best = float(np.max(np.convolve(seg, np.ones(b), "valid"))) if seg.size >= b else 0.0
+            # the loudest b samples said around the lag: a moving sum of squares, by a
+            # cumulative sum (exact for these signals: the bits a convolution gave)
+            seg = ref[lo:hi]
+            best = 0.0
+            if seg.size >= b:
+                cs = np.cumsum(seg**2)
+                best = float(np.max(cs[b - 1 :] - np.concatenate(([0.0], cs[:-b]))))
             if float(blk @ blk) <= self._gain2 * best * 10 ** (MARGIN_DB / 10):
                 y[i : i + b] = 0.0
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
@@ -225,15 +250,23 @@ class OwnEchoCanceller:
         energy = float(x @ x)
         if energy <= 1e-12:
             return None
+        if self._gain2 is None and self._can_wait():
+            # no fit can pass, and with no echo ever found a failed chunk passes as it came,
+            # whatever the lag: the search can wait
+            self.removed_db = None
+            return None
         for search in (False, True):
             if search or self.lag is None:
-                lag = self._search()
+                lag, seen = self._search()
                 if lag is None or (search and lag == self.lag):  # the fit there just failed
                     return None
                 self.lag = lag
+                if not seen:  # no lag explains QUIET_RHO of the window: no fit can pass
+                    break
             got = self._fit_at(self.lag, x, energy)
             if got is not None:
                 res, a, erle = got
+                self._quiet_end = None
                 self.removed_db = erle
                 est = x - res
                 ref = a[:, TAPS // 2]
@@ -243,6 +276,28 @@ class OwnEchoCanceller:
                 break
         self.removed_db = None
         return None
+
+    def _can_wait(self) -> bool:
+        """Whether no fit can pass yet, by what a search a moment ago found: no lag that
+        explained `QUIET_RHO` of its window. The part of that window still in this one (at
+        least `WINDOW - QUIET_SPAN` samples) must carry no less energy than the samples come
+        since and than those it dropped. A fit passes only if the echo explains 90 % of the
+        window, so most of that shared part, which would then have shown at its lag in that
+        search with a share of about 0.2 or more (where fits pass, 0.65 or more: a margin
+        the tests/sim/test_selfecho_same.py sequences check against the old canceller).
+        The user talking over a tone reply then costs a search per `QUIET_SPAN` samples,
+        not a search and two fits per chunk; an echo that starts in a quieter window makes
+        the new samples dominate and is searched for at once."""
+        if self._quiet_end is None:
+            return False
+        a = self._received - self._quiet_end
+        hist = self._x
+        if not 0 < a <= QUIET_SPAN or hist.size < WINDOW + a:
+            return False
+        shared = hist[-WINDOW:-a]
+        kept = float(shared @ shared)
+        new, dropped = hist[-a:], hist[-WINDOW - a : -WINDOW]
+        return float(new @ new) <= kept and float(dropped @ dropped) <= kept
 
     def _fit_at(self, lag: int, x: F64, energy: float) -> tuple[F64, F64, float] | None:
         return _fit_segment(self._segment(lag, WINDOW), x, energy)
@@ -259,7 +314,7 @@ class OwnEchoCanceller:
             seg = np.concatenate((np.zeros(need - seg.size), seg))
         return seg
 
-    def _search(self) -> int | None:
+    def _search(self) -> tuple[int | None, bool]:
         """The lag where the reference best explains the input (normalised correlation):
         coarse on both signals summed in blocks of `DECIMATE` (an FFT a sixteenth the size
         of a full-rate one: the search runs on every hearable chunk while a reply plays),
@@ -272,7 +327,7 @@ class OwnEchoCanceller:
         span -= span % DECIMATE
         r = ref[ref.size - span :]
         if span - WINDOW < TAPS // 2:
-            return None
+            return None, False
         xd, rd = _decimate(x), _decimate(r)
         wd, sd = xd.size, rd.size
         size = 1 << int(np.ceil(np.log2(sd + wd)))
@@ -284,20 +339,23 @@ class OwnEchoCanceller:
         cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
         e = cs[wd:][::-1] - cs[: k + 1][::-1]
         score = np.abs(cl) / np.sqrt(np.maximum(e, 1e-12))
-        coarse = int(np.argmax(score)) * DECIMATE
+        peak = int(np.argmax(score))
+        seen = float(score[peak]) ** 2 >= QUIET_RHO * float(xd @ xd)
+        self._quiet_end = None if seen else self._received
+        coarse = peak * DECIMATE
         # exact around it: x[i] against r[span - WINDOW - m + i], m from lo to hi
         lo, hi = max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE)
         if hi < lo:
-            return None
+            return None, seen
         sub = r[span - WINDOW - hi : span - lo]
         dots = np.correlate(sub, x, "valid")[::-1]  # lag lo + j
         c2 = np.cumsum(np.concatenate(([0.0], sub * sub)))
         em = (c2[WINDOW:] - c2[: hi - lo + 1])[::-1]
         ok = em > 1e-9
         if not ok.any():
-            return None
+            return None, seen
         sc = np.where(ok, np.abs(dots) / np.sqrt(np.where(ok, em, 1.0)), -1.0)
-        return lo + int(np.argmax(sc))
+        return lo + int(np.argmax(sc)), seen
 
 
 def _fit_segment(seg: F64, x: F64, energy: float) -> tuple[F64, F64, float] | None:

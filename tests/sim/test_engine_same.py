@@ -99,3 +99,16 @@ def test_the_gate_tracks_the_floor_as_before() -> None:
         assert new._gate_now == old._gate_now
         gates.add(new._gate_now)
     assert len(gates) > 10 and max(gates) > 5 * min(gates)  # the floor moved, up and down
+
+
+@pytest.mark.parametrize("echo", [0.0, 0.3, 1.0])
+def test_the_same_truths_as_before_with_the_old_canceller_too(
+    monkeypatch: pytest.MonkeyPatch, echo: float
+) -> None:
+    """End to end against both oracles (engine and canceller as they were): its own replies
+    fed back as echo, or none, while the user's turns come and go over them."""
+    from tests.sim import engine_v1, selfecho_v1
+
+    monkeypatch.setattr(engine_v1, "OwnEchoCanceller", selfecho_v1.OwnEchoCanceller)
+    truths = _run(SimConfig(), 3, (320,), echo=echo)
+    assert sum(t.event == "speech_start" for t in truths) >= 3

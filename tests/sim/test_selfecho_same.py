@@ -1,11 +1,15 @@
-"""The canceller's buffers and fit shortcuts change its cost, not its output: bit for bit
-against the version before them (tests/sim/selfecho_v1.py, kept as the oracle), chunk by
-chunk, with and without echo, over lag jumps, double talk, gaps in the reply, late and
-odd-sized chunks and quiet (not hearable) ones."""
+"""The canceller's buffers and shortcuts change its cost, not its output: against the
+version before them (tests/sim/selfecho_v1.py, kept as the oracle), chunk by chunk, with
+and without echo, over lag jumps, double talk, gaps in the reply, late and odd-sized
+chunks and quiet (not hearable) ones. Without the no-echo shortcut (QUIET_RHO 0) the two
+agree in every bit of output and state; with it, in every bit of output, in every fit that
+passes and in all state once an echo has been found (before that the lag a failed search
+leaves behind is not used: a failed chunk passes as it came)."""
 
 import numpy as np
 import pytest
 
+from rig.sim import selfecho
 from rig.sim.selfecho import OwnEchoCanceller
 from tests.sim.selfecho_v1 import OwnEchoCanceller as Oracle
 
@@ -25,9 +29,26 @@ def _reply(rng: np.random.Generator, n: int, kind: str) -> np.ndarray:
     return np.clip(x, -32768, 32767).astype(np.int16)
 
 
+class _Counted(OwnEchoCanceller):
+    searches = 0
+
+    def _search(self) -> tuple[int | None, bool]:
+        self.searches += 1
+        return super()._search()
+
+
+class _CountedOracle(Oracle):
+    searches = 0
+
+    def _search(self) -> int | None:
+        self.searches += 1
+        return super()._search()
+
+
 def _run(seed: int, kind: str, echo: bool, sizes: tuple[int, ...], seconds: float = 12.0):
     rng = np.random.default_rng(seed)
-    new, old = OwnEchoCanceller(RATE), Oracle(RATE)
+    new, old = _Counted(RATE), _CountedOracle(RATE)
+    exact = selfecho.QUIET_RHO == 0
     said = np.zeros(int(seconds * RATE) + RATE, np.int16)
     reply = _reply(rng, said.size, kind)
     on = np.zeros(said.size, bool)  # replies of 1-2 s with gaps between
@@ -64,20 +85,34 @@ def _run(seed: int, kind: str, echo: bool, sizes: tuple[int, ...], seconds: floa
         a = new.clean(pcm, t_ns, hearable=hearable)
         b = old.clean(pcm, t_ns, hearable=hearable)
         assert np.array_equal(a, b) and a.dtype == b.dtype, (k, pos)
-        assert (new.lag, new.removed_db, new._gain2) == (old.lag, old.removed_db, old._gain2)
+        assert new._gain2 == old._gain2, (k, pos)
+        if exact or old._gain2 is not None:
+            assert (new.lag, new.removed_db) == (old.lag, old.removed_db), (k, pos)
         pos += n
         k += 1
-    return new
+    return new, old
 
 
-@pytest.mark.parametrize(
-    ("kind", "sizes"), [("tone", (320,)), ("buzz", (318,)), ("noise", (640,)), ("tone", SIZES)]
-)
+CASES = [("tone", (320,)), ("buzz", (318,)), ("noise", (640,)), ("tone", SIZES)]
+
+
+@pytest.mark.parametrize(("kind", "sizes"), CASES)
 @pytest.mark.parametrize("echo", [False, True])
-def test_bit_for_bit_as_before(kind: str, sizes: tuple[int, ...], echo: bool) -> None:
-    c = _run(1 + len(kind), kind, echo, sizes)
+def test_bit_for_bit_as_before(
+    monkeypatch: pytest.MonkeyPatch, kind: str, sizes: tuple[int, ...], echo: bool
+) -> None:
+    monkeypatch.setattr(selfecho, "QUIET_RHO", 0.0)  # every search sees an echo: no shortcut
+    c, _ = _run(1 + len(kind), kind, echo, sizes)
     if echo and len(sizes) == 1:
         assert c._gain2 is not None  # the echo was found: the fit path was exercised
+
+
+@pytest.mark.parametrize(("kind", "sizes"), CASES)
+@pytest.mark.parametrize("echo", [False, True])
+def test_the_same_output_with_fewer_searches(kind: str, sizes: tuple[int, ...], echo: bool) -> None:
+    c, old = _run(1 + len(kind), kind, echo, sizes)
+    if not echo:  # the failed path ran, with fewer searches (a third of them at 20 ms)
+        assert c._gain2 is None and 0 < c.searches < old.searches * (0.7 if sizes[0] > 320 else 0.5)
 
 
 def test_a_chunk_longer_than_the_history() -> None:
@@ -131,3 +166,56 @@ def test_the_normal_equations_tell_a_failed_fit_as_the_residual_did(seed: int) -
         assert (got is None) == (want is None), i
         if got is not None and want is not None:
             assert np.array_equal(got[0], want[0]) and got[2] == want[2]
+
+
+def _speech(seconds: float, shift: int) -> np.ndarray:
+    import soundfile as sf
+
+    files = ("rig/data/turn_what.wav", "rig/data/timing/question.wav", "rig/data/turn_weather.wav")
+    x = np.concatenate([sf.read(f, dtype="int16")[0] for f in files])
+    return np.roll(np.resize(x, int(seconds * RATE)), shift).astype(np.float64)
+
+
+@pytest.mark.parametrize(
+    ("reply", "echo", "delay_ms", "room", "onset_s"),
+    [
+        ("speech", 0.0, 0, False, 0.0),
+        ("speech", 0.3, 120, False, 0.0),
+        ("speech", 0.3, 400, True, 0.0),
+        ("tone", 0.0, 0, False, 0.0),
+        ("tone", 1.0, 40, True, 0.0),
+        ("tone", 0.3, 120, False, 2.9),  # the echo starts while the user talks over it
+        ("speech", 0.5, 200, False, 4.1),
+    ],
+)
+def test_real_speech_talking_over_replies_the_same_output(
+    reply: str, echo: float, delay_ms: int, room: bool, onset_s: float
+) -> None:
+    """Where the shortcut is least sure (the user's speech against a spoken reply: the
+    best lag of two voices can explain a tenth of a window), in stretches with pauses, and
+    an echo that starts late, after searches that found none."""
+    rng = np.random.default_rng(delay_ms)
+    n_s = 8 * RATE
+    t = np.arange(n_s) / RATE
+    said = _speech(8, 9000) * 0.7 if reply == "speech" else np.sin(2 * np.pi * 440 * t) * 8000
+    said *= np.sin(2 * np.pi * t / 3.1) > -0.4  # replies with gaps
+    said = np.rint(said).astype(np.int16)
+    user = _speech(8, 0) * (np.sin(2 * np.pi * t / 2.3 + 1) > 0)  # turns with pauses
+    d = delay_ms * RATE // 1000
+    back = np.concatenate((np.zeros(d), said[: n_s - d] * echo))
+    if room:
+        back = np.convolve(back, [1.0, 0, 0, 0.4, 0, -0.2, 0.1, 0, 0.05])[:n_s]
+    back[: int(onset_s * RATE)] = 0.0
+    heard = np.clip(np.rint(user + back + rng.standard_normal(n_s) * 20), -32768, 32767)
+    heard = heard.astype(np.int16)
+    new, old = OwnEchoCanceller(RATE), Oracle(RATE)
+    for k in range(n_s // 320 - 2):
+        pos = k * 320
+        for c in (new, old):  # said 20 ms ahead of the chunk that meets it
+            c.played(pos * NS // RATE, said[pos + 320 : pos + 640])
+        pcm = heard[pos : pos + 320]
+        hearable = int(np.abs(pcm).max()) > 328
+        a = new.clean(pcm, (pos + 320) * NS // RATE, hearable=hearable)
+        b = old.clean(pcm, (pos + 320) * NS // RATE, hearable=hearable)
+        assert np.array_equal(a, b), k
+        assert new._gain2 == old._gain2, k
