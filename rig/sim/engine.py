@@ -190,6 +190,7 @@ class SimEngine:
         self._turn_sq = 0.0  # the user turn's loud blocks: sum of squares, samples
         self._turn_n = 0
         self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
+        self._floor_zeros = 0  # how many of them are 0.0 (not noise-like, or silent)
         self._recent_ms: deque[float] = deque(maxlen=100 // BLOCK_MS)  # last 100 ms's blocks
         self._recent_peak: deque[float] = deque(maxlen=100 // BLOCK_MS)
         self.own_echo = None if cfg.self_echo_sensitive else OwnEchoCanceller(cfg.sample_rate)
@@ -285,9 +286,14 @@ class SimEngine:
         # so a long tone turn stays one turn (it counts as silence here)
         rms = math.sqrt(sum(self._recent_ms) / len(self._recent_ms))
         noisy = rms > 0 and max(self._recent_peak) >= NOISE_CREST * rms
-        self._block_ms.append(ms if noisy else 0.0)
-        floor = math.sqrt(min(self._block_ms)) * 10 ** (margin / 20)
-        return max(self._thresh, floor)
+        floors, v = self._block_ms, ms if noisy else 0.0
+        if len(floors) == floors.maxlen and floors[0] == 0.0:
+            self._floor_zeros -= 1
+        floors.append(v)
+        self._floor_zeros += v == 0.0
+        # a mean square is never below 0: with a zero in the second, no need to look further
+        low = 0.0 if self._floor_zeros else min(floors)
+        return max(self._thresh, math.sqrt(low) * 10 ** (margin / 20))
 
     def _ms(self, sample: int) -> float:
         return round(sample * 1000 / self.cfg.sample_rate, 3)

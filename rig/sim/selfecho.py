@@ -193,8 +193,9 @@ class OwnEchoCanceller:
         self._xh.grow(n)[:] = x[-self._keep :]
         ref = self._rh.grow(n)
         if self._said_into(ref, end):
-            nz = np.flatnonzero(ref)
-            if nz.size:
+            if ref[-1] != 0.0:  # most chunks of a reply end in sound
+                self._ref_last = self._received - 1
+            elif (nz := np.flatnonzero(ref)).size:
                 self._ref_last = self._received - ref.size + int(nz[-1])
         need = WINDOW + TAPS
         if not hearable or self._xh.size < need or not self._ref_within(self.max_lag + need):
