@@ -4,7 +4,11 @@ playing, loud noise-like user input that holds no echo (no --echo), and the same
 echo. The on_audio rows feed noise that the noise-floor gate keeps under it (the quiet
 path: most chunks of a fleet).
 
-    /work/bin/t .venv/bin/python bench/sim_chunk.py
+    /work/bin/t .venv/bin/python bench/sim_chunk.py [--old]
+
+`--old` runs the same rows on the engine and canceller as they were before their shortcuts
+(tests/sim/engine_v1.py and selfecho_v1.py, the tests' oracles), for a before/after on the
+same machine at the same load (run the two one after the other, a few times).
 
 Prints the CPU time (process time) per call over many calls after a warm-up (timeit, best
 of several repeats), in microseconds, less the cost of making the inputs.
@@ -12,9 +16,12 @@ of several repeats), in microseconds, less the cost of making the inputs.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -120,12 +127,50 @@ def _input_cost() -> Callable[[], object]:
     return step
 
 
+def conversation_us() -> float:
+    """CPU per chunk over 30 s of a timing-like conversation: questions answered by the
+    tone reply, a barge-in 1 s into one, backchannels over another (rig/data/timing)."""
+    import soundfile as sf
+
+    from rig.scenarios.builtin import data_path
+
+    names = ("question", "interrupt", "mhm", "okay")
+    clips = [sf.read(data_path("timing", f"{n}.wav"), dtype="int16")[0] for n in names]
+    user = np.zeros(RATE * 30, np.int16)
+    for s, i in [(0.5, 0), (4.3, 1), (10.0, 0), (13.6, 2), (14.8, 3), (20.0, 0), (23.5, 1)]:
+        j = int(s * RATE)
+        user[j : j + clips[i].size] = clips[i][: user.size - j]
+    eng = SimEngine(SimConfig())
+    t0 = time.process_time()
+    for k in range(user.size // N):
+        t = (k + 1) * NS_CHUNK
+        for e in eng.poll(t)[0]:
+            eng.said(t, e.pcm)
+        eng.on_audio(user[k * N : (k + 1) * N], t)
+    return (time.process_time() - t0) / (user.size // N) * 1e6
+
+
 def us_per_call(fn: Callable[[], object], number: int = 300, repeat: int = 7) -> float:
     t = timeit.repeat(fn, timer=time.process_time, number=number, repeat=repeat)
     return min(t) / number * 1e6
 
 
+def _use_old() -> None:
+    """The engine and canceller as they were before their shortcuts (the tests' oracles)."""
+    global OwnEchoCanceller, SimEngine
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.sim import engine_v1, selfecho_v1
+
+    engine_v1.OwnEchoCanceller = selfecho_v1.OwnEchoCanceller
+    OwnEchoCanceller, SimEngine = selfecho_v1.OwnEchoCanceller, engine_v1.SimEngine
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--old", action="store_true", help="the code before (tests/sim/*_v1.py)")
+    old = ap.parse_args().old
+    if old:
+        _use_old()
     base = us_per_call(_input_cost())
     rows = {
         "clean, quiet chunk (hearable=False)": _canceller(False, False),
@@ -139,7 +184,10 @@ def main() -> None:
     for name, fn in rows.items():
         print(f"  {name:42s} {us_per_call(fn) - base:8.1f}")
     print(f"  {'SimEngine._gate, one 10 ms block':42s} {us_per_call(_gate()):8.1f}")
-    print(f"  {'  of which the scalar step (_gate_of)':42s} {us_per_call(_gate_scalar()):8.1f}")
+    if not old:
+        print(f"  {'  of which the scalar step':42s} {us_per_call(_gate_scalar()):8.1f}")
+    conv = min(conversation_us() for _ in range(3))
+    print(f"  {'a timing-like conversation, per chunk':42s} {conv:8.1f}")
 
 
 if __name__ == "__main__":
