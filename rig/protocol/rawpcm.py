@@ -24,7 +24,7 @@ import numpy as np
 
 from rig.audio.pcm import Pcm16, pcm_from_bytes
 from rig.errors import ProtocolError
-from rig.limits import remote_ts_ms
+from rig.limits import MAX_TS_MS, remote_ts_ms
 from rig.safejson import loads_remote
 
 PROTOCOL = "rig-pcm"
@@ -66,7 +66,9 @@ def decode_audio(data: bytes, framing: str = "rig1", seq_if_raw: int = 0) -> Aud
         raise ProtocolError(str(exc)) from exc
     if math.isnan(ts_ms):
         return AudioFrame(seq, None, pcm)
-    return AudioFrame(seq, remote_ts_ms(ts_ms, f"audio frame {seq}"), pcm)
+    if not abs(ts_ms) <= MAX_TS_MS:  # infinite or out of range (the message built only then)
+        remote_ts_ms(ts_ms, f"audio frame {seq}")
+    return AudioFrame(seq, ts_ms, pcm)
 
 
 def encode_text(msg_type: str, **fields: Any) -> str:

@@ -190,32 +190,52 @@ class SimEngine:
         self._turn_sq = 0.0  # the user turn's loud blocks: sum of squares, samples
         self._turn_n = 0
         self._block_ms: deque[float] = deque(maxlen=1000 // BLOCK_MS)  # last second's blocks
-        self._recent: deque[tuple[float, float]] = deque(maxlen=100 // BLOCK_MS)  # (ms, peak)
+        self._floor_zeros = 0  # how many of them are 0.0 (not noise-like, or silent)
+        self._recent_ms: deque[float] = deque(maxlen=100 // BLOCK_MS)  # last 100 ms's blocks
+        self._recent_peak: deque[float] = deque(maxlen=100 // BLOCK_MS)
         self.own_echo = None if cfg.self_echo_sensitive else OwnEchoCanceller(cfg.sample_rate)
         self._gate_now = self._thresh  # the gate of the last input block (a loudness pre-check)
 
     # --- input ------------------------------------------------------------------------
 
     def on_audio(self, pcm: Pcm16, t_ns: int) -> list[Truth]:
-        """An input chunk reached the model at `t_ns`. Returns truth records it caused."""
+        """An input chunk reached the model at `t_ns`. Returns truth records it caused.
+
+        Every 10 ms block's sum of squares and peak come from one pass over the chunk (exact
+        integers: what a dot product per block gave); the gate and the speech state then
+        step through the blocks on those scalars."""
         out: list[Truth] = []
+        mag = None  # |pcm|, while the canceller hands the chunk back as it came
         if self.own_echo is not None:  # what it hears of the user, less its own reply
             # a chunk under the gate of the last block cannot start speech: no fit needed
-            hearable = pcm.size > 0 and int(np.max(np.abs(pcm.astype(np.int32)))) > self._gate_now
-            pcm = self.own_echo.clean(pcm, t_ns, hearable=hearable)
-        data = np.concatenate([self._carry, pcm]) if self._carry.size else pcm
-        base = self.received_samples - self._carry.size  # input index of data[0]
+            mag = np.abs(pcm.astype(np.int32))
+            hearable = pcm.size > 0 and int(mag.max()) > self._gate_now
+            cleaned = self.own_echo.clean(pcm, t_ns, hearable=hearable)
+            mag = mag if cleaned is pcm else None
+            pcm = cleaned
+        carried = self._carry.size
+        data = np.concatenate([self._carry, pcm]) if carried else pcm
+        base = self.received_samples - carried  # input index of data[0]
         chunk_start = self.received_samples  # index of pcm[0]
-        n_blocks = data.size // self._block
-        for b in range(n_blocks):
-            blk = data[b * self._block : (b + 1) * self._block]
-            self._gate_now = self._gate(blk)
-            loud_idx = np.flatnonzero(np.abs(blk.astype(np.int32)) > self._gate_now)
-            if loud_idx.size:
+        bs = self._block
+        n_blocks = data.size // bs
+        if n_blocks:
+            used = n_blocks * bs
+            if mag is None or carried:
+                mag = np.abs(data[:used].astype(np.int32))
+            mags = mag[:used].reshape(n_blocks, bs)
+            wide = data[:used].reshape(n_blocks, bs).astype(np.int64)
+            sums = np.einsum("ij,ij->i", wide, wide).tolist()  # exact: below 2**38
+            peaks = mags.max(axis=1).tolist()
+            for b in range(n_blocks):
+                gate = self._gate_now = self._gate_of(sums[b], peaks[b], bs)
+                if peaks[b] <= gate:
+                    self._loud_run = 0
+                    continue
                 self._loud_run += 1
-                self._turn_sq += float(np.dot(blk.astype(np.float64), blk.astype(np.float64)))
-                self._turn_n += blk.size
-                last = base + b * self._block + int(loud_idx[-1])
+                self._turn_sq += float(sums[b])
+                self._turn_n += bs
+                last = base + b * bs + int(np.flatnonzero(mags[b] > gate)[-1])
                 self._last_loud_sample = last
                 # the sample sits (last - chunk_start) samples after the chunk's first sample;
                 # samples carried from the previous chunk arrived with it (negative offset)
@@ -226,9 +246,7 @@ class SimEngine:
                     self.in_speech = True
                     out.append(Truth("speech_start", t_ns, {"input_ms": self._ms(last)}))
                     out.extend(self._barge_in(t_ns))
-            else:
-                self._loud_run = 0
-        self._carry = data[n_blocks * self._block :].copy()
+        self._carry = data[n_blocks * bs :].copy()
         self.received_samples += pcm.size
         if self.in_speech:
             silent = self.received_samples - 1 - self._last_loud_sample
@@ -249,22 +267,33 @@ class SimEngine:
         return out
 
     def _gate(self, blk: Pcm16) -> float:
-        """The energy gate for this block: fixed, or above the tracked noise floor."""
+        """The gate for one block on its own (what `on_audio` does per block)."""
+        x = blk.astype(np.int64)
+        peak = int(np.max(np.abs(x))) if x.size else 0
+        return self._gate_of(int(x @ x), peak, x.size)
+
+    def _gate_of(self, sq: int, peak: int, n: int) -> float:
+        """The energy gate for a block of `n` samples with this sum of squares and peak:
+        fixed, or above the tracked noise floor."""
         margin = self.cfg.noise_floor_margin_db
         if margin is None:
             return self._thresh
-        x = blk.astype(np.float64)
-        ms = float(np.dot(x, x)) / max(1, x.size)
-        recent = self._recent
-        recent.append((ms, float(np.max(np.abs(x))) if x.size else 0.0))
+        ms = sq / max(1, n)
+        self._recent_ms.append(ms)
+        self._recent_peak.append(float(peak))
         # only noise-like stretches can be the floor: the last 100 ms peak at least
         # NOISE_CREST times their RMS. A steady tone (crest sqrt 2) never raises the gate,
         # so a long tone turn stays one turn (it counts as silence here)
-        rms = math.sqrt(sum(m for m, _ in recent) / len(recent))
-        noisy = rms > 0 and max(p for _, p in recent) >= NOISE_CREST * rms
-        self._block_ms.append(ms if noisy else 0.0)
-        floor = math.sqrt(min(self._block_ms)) * 10 ** (margin / 20)
-        return max(self._thresh, floor)
+        rms = math.sqrt(sum(self._recent_ms) / len(self._recent_ms))
+        noisy = rms > 0 and max(self._recent_peak) >= NOISE_CREST * rms
+        floors, v = self._block_ms, ms if noisy else 0.0
+        if len(floors) == floors.maxlen and floors[0] == 0.0:
+            self._floor_zeros -= 1
+        floors.append(v)
+        self._floor_zeros += v == 0.0
+        # a mean square is never below 0: with a zero in the second, no need to look further
+        low = 0.0 if self._floor_zeros else min(floors)
+        return max(self._thresh, math.sqrt(low) * 10 ** (margin / 20))
 
     def _ms(self, sample: int) -> float:
         return round(sample * 1000 / self.cfg.sample_rate, 3)

@@ -24,6 +24,20 @@ taken for echo. The lag is kept once found and searched again when the fit stops
 Limits (docs/reference-system.md): a pure delay and gain is removed to well below the VAD's
 gate; a room longer than `TAPS` samples leaves its reverberant tail, which a loud enough echo
 can still push over the gate.
+
+Cost, per 20 ms chunk (bench/sim_chunk.py; a fleet of 200 streams runs it in one process).
+A chunk under the gate only extends the histories (linear buffers; the index of the last
+nonzero reference sample says whether a reply is in the window). A loud one while a reply is
+there fits at the known lag: a fit that fails is told by the normal equations alone, their
+sums exact for these int16-derived signals, so the same decision in the same bits as the
+design matrix's (`_fit_segment`). When it fails the lag search runs, mostly three 8192-point
+FFTs. A search whose best lag explains under `QUIET_RHO` of the window (no echo: the user
+talking over the reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input
+samples while that window's part still carries half of the energy (`_can_wait`), as long as
+no echo was ever found: a failed chunk then passes as it came whatever lag it holds, so the
+output is what searching gave. Once an echo was found, the lag a search leaves steers the
+suppression of `_suppress_only`, so every such chunk searches as before; only the fit at a
+lag where the search saw no echo is skipped.
 """
 
 from __future__ import annotations
@@ -42,6 +56,54 @@ SUPPRESS_DB = 6.0
 SLACK_S = 0.04
 MARGIN_DB = 3.0
 DECIMATE = 4  # the coarse lag search sums blocks of this many samples
+#: a search whose best lag explains less than this share of the window (normalised
+#: correlation squared, coarse) finds no echo: a fit that passes explains 0.65 or more
+QUIET_RHO = 0.1
+#: ... and no fit is tried until this many input samples later (see `_can_wait`)
+QUIET_SPAN = WINDOW // 2
+#: (row, column) -> (first sample, delay) of a design Gram entry: column k starts at sample
+#: TAPS - 1 - k of the design's segment, so entry (j, k) is the segment's autocorrelation at
+#: delay |j - k| from sample TAPS - 1 - max(j, k)
+_TAP = np.arange(TAPS)
+_G_START = TAPS - 1 - np.maximum.outer(_TAP, _TAP)
+_G_DELAY = np.abs(np.subtract.outer(_TAP, _TAP))
+_EDGE = np.add.outer(_TAP[:-1], _TAP)  # [s, d] -> s + d, for s < TAPS - 1
+_EDGE_CLIP = np.minimum(_EDGE, TAPS - 2)
+#: a fit whose residual energy, by the normal equations, exceeds a tenth of the window's by
+#: more than this much of the terms' magnitude has failed whatever the rounding (the direct
+#: residual, as computed before, agrees to ~1e-14 of them)
+_ROUNDING = 1e-9
+
+
+class _Tail:
+    """The last `keep` samples of a stream, in a buffer twice that long: a chunk is written
+    in place and the tail moves to the front once per `keep` samples (a concatenation per
+    chunk copied the whole 2-second history every 20 ms)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._buf = np.zeros(2 * keep)
+        self._end = 0
+        self.size = 0
+
+    def view(self) -> F64:
+        return self._buf[self._end - self.size : self._end]
+
+    def grow(self, n: int) -> F64:
+        """The next `n` samples, zeroed (the newest `keep` of them if more), to fill."""
+        if n >= self.keep:
+            self._end = self.size = self.keep
+            self._buf[: self.keep] = 0.0
+            return self._buf[: self.keep]
+        if self._end + n > self._buf.size:
+            k = min(self.size, self.keep - n)
+            self._buf[:k] = self._buf[self._end - k : self._end]
+            self._end = self.size = k
+        new = self._buf[self._end : self._end + n]
+        new[:] = 0.0
+        self._end += n
+        self.size = min(self.size + n, self.keep)
+        return new
 
 
 class OwnEchoCanceller:
@@ -51,13 +113,23 @@ class OwnEchoCanceller:
         self._keep = self.max_lag + WINDOW + TAPS + 8 * sample_rate // 10
         self._out = np.zeros(self._keep + sample_rate)  # ring of what was said, by sample
         self._out_end: int | None = None  # absolute sample one past the last said
-        self._x = np.zeros(0)  # input history
-        self._r = np.zeros(0)  # the reference of the same instants
+        self._xh = _Tail(self._keep)  # input history
+        self._rh = _Tail(self._keep)  # the reference of the same instants
+        self._ref_last: int | None = None  # input sample of the last nonzero reference
         self._received = 0  # input samples so far
         self._offset_ns: int | None = None  # earliest (arrival - sample time) seen
+        self._quiet_end: int | None = None  # input samples at a search that found no echo
         self.lag: int | None = None
         self._gain2: float | None = None  # the last good fit's power gain (1 / ERL)
         self.removed_db: float | None = None  # the last fit's echo return loss enhancement
+
+    @property
+    def _x(self) -> F64:
+        return self._xh.view()
+
+    @property
+    def _r(self) -> F64:
+        return self._rh.view()
 
     def _abs(self, t_ns: int) -> int:
         return t_ns * self.rate // NS_PER_S
@@ -74,26 +146,38 @@ class OwnEchoCanceller:
         self._out_end = start + x.size
 
     def _ring_put(self, start: int, x: F64) -> None:
-        n = self._out.size
-        idx = np.arange(start, start + x.size) % n
-        self._out[idx] = x
+        """Sample `start + i` to slot `(start + i) % size`: one or two slices (a chunk longer
+        than the ring keeps its end, as the later writes of an index array did)."""
+        size = self._out.size
+        if x.size > size:
+            start, x = start + x.size - size, x[-size:]
+        i = start % size
+        k = min(x.size, size - i)
+        self._out[i : i + k] = x[:k]
+        self._out[: x.size - k] = x[k:]
 
-    def _said(self, a: int, b: int) -> F64:
-        out = np.zeros(b - a)
+    def _said_into(self, dst: F64, b: int) -> bool:
+        """What was said at absolute samples [b - dst.size, b) into `dst` (zeros: nothing);
+        False if none of it is in the ring."""
         if self._out_end is None:
-            return out
-        lo, hi = max(a, self._out_end - self._out.size + 1), min(b, self._out_end)
-        if hi > lo:
-            out[lo - a : hi - a] = self._out[np.arange(lo, hi) % self._out.size]
-        return out
+            return False
+        a, size = b - dst.size, self._out.size
+        lo, hi = max(a, self._out_end - size + 1), min(b, self._out_end)
+        if hi <= lo:
+            return False
+        i = lo % size
+        k = min(hi - lo, size - i)
+        dst[lo - a : lo - a + k] = self._out[i : i + k]
+        dst[lo - a + k : hi - a] = self._out[: hi - lo - k]
+        return True
 
     def clean(self, pcm: Pcm16, t_ns: int, *, hearable: bool = True) -> Pcm16:
         """An input chunk that reached the model at `t_ns`, less the system's own echo.
 
         `hearable` False (the chunk's peak is under the VAD's gate, so it cannot start speech
-        whatever is in it) keeps the history and skips the fit and the lag search: a search
-        costs ~1.5 ms per chunk, and a fleet of replying streams that paid it on every quiet
-        chunk starved the rig's loop (the reference system runs at SCHED_FIFO too)."""
+        whatever is in it) keeps the history and skips the fit and the lag search: a fleet
+        of replying streams that paid a search (then ~1.5 ms) on every quiet chunk starved
+        the rig's loop (the reference system runs at SCHED_FIFO too)."""
         n = pcm.size
         # input sample i sits at offset + i / rate: the earliest arrival seen (the lower
         # envelope), so a chunk that arrives late does not shift the reference it meets
@@ -106,10 +190,15 @@ class OwnEchoCanceller:
         # arrived (a frame sent at its start carries audio the system has not said yet)
         end = self._abs(self._offset_ns) + s
         x = pcm.astype(np.float64) / 32768.0
-        self._x = np.concatenate((self._x, x))[-self._keep :]
-        self._r = np.concatenate((self._r, self._said(end - n, end)))[-self._keep :]
+        self._xh.grow(n)[:] = x[-self._keep :]
+        ref = self._rh.grow(n)
+        if self._said_into(ref, end):
+            if ref[-1] != 0.0:  # most chunks of a reply end in sound
+                self._ref_last = self._received - 1
+            elif (nz := np.flatnonzero(ref)).size:
+                self._ref_last = self._received - ref.size + int(nz[-1])
         need = WINDOW + TAPS
-        if not hearable or self._x.size < need or not self._r[-(self.max_lag + need) :].any():
+        if not hearable or self._xh.size < need or not self._ref_within(self.max_lag + need):
             return pcm
         fit = self._fit(n)
         if fit is None:
@@ -125,6 +214,12 @@ class OwnEchoCanceller:
                 y[i : i + b] = 0.0
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
 
+    def _ref_within(self, span: int) -> bool:
+        """Whether the reference of the last `span` input samples (of those kept) is not all
+        zero: from the index of its last nonzero sample, not a pass over the span."""
+        last = self._ref_last
+        return last is not None and last >= self._received - min(span, self._rh.size)
+
     def _suppress_only(self, pcm: Pcm16, x: F64) -> Pcm16:
         """No fit now (the playback's timing jumped, or double talk): a 10 ms block no
         louder than the echo the last good fit predicts from what was said around the lag
@@ -132,16 +227,21 @@ class OwnEchoCanceller:
         if self._gain2 is None or self.lag is None:
             return pcm
         n, b, slack = x.size, max(1, self.rate // 100), int(SLACK_S * self.rate)
-        r2 = self._r * self._r
+        ref = self._r
         y = x.copy()
         for i in range(0, n, b):
             blk = x[i : i + b]
-            hi = self._r.size - (n - i) - self.lag + slack
+            hi = ref.size - (n - i) - self.lag + slack
             lo = max(0, hi - 2 * slack - b)
             if hi <= lo:
                 continue
-            seg = r2[lo:hi]
-            best = float(np.max(np.convolve(seg, np.ones(b), "valid"))) if seg.size >= b else 0.0
+            # the loudest b samples said around the lag: a moving sum of squares, by a
+            # cumulative sum (exact for these signals: the bits a convolution gave)
+            seg = ref[lo:hi]
+            best = 0.0
+            if seg.size >= b:
+                cs = np.cumsum(seg**2)
+                best = float(np.max(cs[b - 1 :] - np.concatenate(([0.0], cs[:-b]))))
             if float(blk @ blk) <= self._gain2 * best * 10 ** (MARGIN_DB / 10):
                 y[i : i + b] = 0.0
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
@@ -151,17 +251,24 @@ class OwnEchoCanceller:
         energy = float(x @ x)
         if energy <= 1e-12:
             return None
+        if self._gain2 is None and self._can_wait():
+            # no fit can pass, and with no echo ever found a failed chunk passes as it came,
+            # whatever the lag: the search can wait
+            self.removed_db = None
+            return None
         for search in (False, True):
             if search or self.lag is None:
-                lag = self._search()
+                lag, seen = self._search()
                 if lag is None or (search and lag == self.lag):  # the fit there just failed
                     return None
                 self.lag = lag
-            a = self._design(self.lag, WINDOW)
-            res = x - a @ _solve(a, x)
-            erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
-            if erle >= MIN_ERLE_DB:
-                self.removed_db = float(erle)
+                if not seen:  # no lag explains QUIET_RHO of the window: no fit can pass
+                    break
+            got = self._fit_at(self.lag, x, energy)
+            if got is not None:
+                res, a, erle = got
+                self._quiet_end = None
+                self.removed_db = erle
                 est = x - res
                 ref = a[:, TAPS // 2]
                 self._gain2 = float(est @ est) / max(float(ref @ ref), 1e-20)
@@ -171,60 +278,138 @@ class OwnEchoCanceller:
         self.removed_db = None
         return None
 
-    def _design(self, lag: int, w: int) -> F64:
-        """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples
-        (zeros before the reference's history starts): one strided view, copied once."""
+    def _can_wait(self) -> bool:
+        """Whether no fit can pass yet, by what a search a moment ago found: no lag that
+        explained `QUIET_RHO` of its window. The part of that window still in this one (at
+        least `WINDOW - QUIET_SPAN` samples) must carry no less energy than the samples come
+        since and than those it dropped. A fit passes only if the echo explains 90 % of the
+        window, so most of that shared part, which would then have shown at its lag in that
+        search with a share of about 0.2 or more (where fits pass, 0.65 or more: a margin
+        the tests/sim/test_selfecho_same.py sequences check against the old canceller).
+        The user talking over a tone reply then costs a search per `QUIET_SPAN` samples,
+        not a search and two fits per chunk; an echo that starts in a quieter window makes
+        the new samples dominate and is searched for at once."""
+        if self._quiet_end is None:
+            return False
+        a = self._received - self._quiet_end
+        hist = self._x
+        if not 0 < a <= QUIET_SPAN or hist.size < WINDOW + a:
+            return False
+        shared = hist[-WINDOW:-a]
+        kept = float(shared @ shared)
+        new, dropped = hist[-a:], hist[-WINDOW - a : -WINDOW]
+        return float(new @ new) <= kept and float(dropped @ dropped) <= kept
+
+    def _fit_at(self, lag: int, x: F64, energy: float) -> tuple[F64, F64, float] | None:
+        return _fit_segment(self._segment(lag, WINDOW), x, energy)
+
+    def _segment(self, lag: int, w: int) -> F64:
+        """The reference the design at `lag` is made of: the `w + TAPS - 1` samples ending
+        `lag - TAPS/2` before the input's end (zeros before the reference's history)."""
         d0 = lag - TAPS // 2  # the smallest delay (column 0); the search keeps it >= 0
         need = w + TAPS - 1
-        hi = max(0, self._r.size - d0)
-        seg = self._r[max(0, hi - need) : hi]
+        ref = self._r
+        hi = max(0, ref.size - d0)
+        seg = ref[max(0, hi - need) : hi]
         if seg.size < need:
             seg = np.concatenate((np.zeros(need - seg.size), seg))
-        # row j of the view is seg[j : j + w]; column k (delay d0 + k) is row TAPS - 1 - k
-        rows = np.lib.stride_tricks.sliding_window_view(seg, w)[::-1]
-        return np.ascontiguousarray(rows).T  # (w, TAPS), Fortran order: a.T @ a is one GEMM
+        return seg
 
-    def _search(self) -> int | None:
+    def _search(self) -> tuple[int | None, bool]:
         """The lag where the reference best explains the input (normalised correlation):
         coarse on both signals summed in blocks of `DECIMATE` (an FFT a sixteenth the size
         of a full-rate one: the search runs on every hearable chunk while a reply plays),
-        then exact at full rate around the coarse peak."""
+        then exact at full rate around the coarse peak. Sums of squares and products of
+        these signals are exact, so strided adds, slices and `np.correlate` give the bits
+        the reshapes, index arrays and per-lag dot products did."""
         x = self._x[-WINDOW:]
-        span = min(self.max_lag + WINDOW, self._r.size)
+        ref = self._r
+        span = min(self.max_lag + WINDOW, ref.size)
         span -= span % DECIMATE
-        r = self._r[-span:]
+        r = ref[ref.size - span :]
         if span - WINDOW < TAPS // 2:
-            return None
-        xd = x.reshape(-1, DECIMATE).sum(axis=1)
-        rd = r.reshape(-1, DECIMATE).sum(axis=1)
+            return None, False
+        xd, rd = _decimate(x), _decimate(r)
         wd, sd = xd.size, rd.size
         size = 1 << int(np.ceil(np.log2(sd + wd)))
         c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
-        lags_d = np.arange(0, sd - wd + 1)
+        # lag l (0 .. sd - wd) of the decimated signals: correlation c[(l - sd + wd) % size],
+        # the reference's energy over its blocks sd - wd - l .. sd - l
+        k = sd - wd
+        cl = np.concatenate((c[size - k :], c[:1]))
         cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
-        starts = sd - wd - lags_d
-        e = cs[starts + wd] - cs[starts]
-        score = np.abs(c[(lags_d - sd + wd) % size]) / np.sqrt(np.maximum(e, 1e-12))
-        coarse = int(lags_d[int(np.argmax(score))]) * DECIMATE
-        # exact around it: x[i] against r[span - WINDOW - m + i]
-        best, best_lag = -1.0, None
-        for m in range(
-            max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE) + 1
-        ):
-            seg = r[span - WINDOW - m : span - m]
-            em = float(seg @ seg)
-            if em <= 1e-9:
-                continue
-            sc = abs(float(x @ seg)) / np.sqrt(em)
-            if sc > best:
-                best, best_lag = sc, m
-        return best_lag
+        e = cs[wd:][::-1] - cs[: k + 1][::-1]
+        score = np.abs(cl) / np.sqrt(np.maximum(e, 1e-12))
+        peak = int(np.argmax(score))
+        seen = float(score[peak]) ** 2 >= QUIET_RHO * float(xd @ xd)
+        self._quiet_end = None if seen else self._received
+        coarse = peak * DECIMATE
+        # exact around it: x[i] against r[span - WINDOW - m + i], m from lo to hi
+        lo, hi = max(TAPS // 2, coarse - DECIMATE), min(span - WINDOW, coarse + DECIMATE)
+        if hi < lo:
+            return None, seen
+        sub = r[span - WINDOW - hi : span - lo]
+        dots = np.correlate(sub, x, "valid")[::-1]  # lag lo + j
+        c2 = np.cumsum(np.concatenate(([0.0], sub * sub)))
+        em = (c2[WINDOW:] - c2[: hi - lo + 1])[::-1]
+        ok = em > 1e-9
+        if not ok.any():
+            return None, seen
+        sc = np.where(ok, np.abs(dots) / np.sqrt(np.where(ok, em, 1.0)), -1.0)
+        return lo + int(np.argmax(sc)), seen
 
 
-def _solve(a: F64, x: F64) -> F64:
-    """Least squares by the normal equations (TAPS x TAPS) with a tiny ridge: the same
-    residual as an SVD solve for these fits (a tone's shifted copies are nearly collinear;
-    the ridge picks the small-norm filter), at a tenth of the cost."""
-    ata = a.T @ a
+def _fit_segment(seg: F64, x: F64, energy: float) -> tuple[F64, F64, float] | None:
+    """The residual, design and ERLE of the least-squares fit of `x` by the design made of
+    `seg`, if it removes `MIN_ERLE_DB`. A fit that plainly fails is told by the normal
+    equations alone: the Gram matrix and the correlations are exact (integer multiples of
+    2**-30: any order of summation gives the bits of a.T @ a), so the filter is the one the
+    design matrix gives, without building it (a copy and a GEMM: most of a failed fit's
+    cost); only a fit that may pass is checked on the residual itself, as before."""
+    ata = _gram(seg, x.size)
+    atx = np.ascontiguousarray(np.correlate(seg, x, "valid")[::-1])
+    # a tiny ridge: the same residual as an SVD solve for these fits (a tone's shifted
+    # copies are nearly collinear; the ridge picks the small-norm filter)
     ridge = 1e-9 * (float(np.trace(ata)) / TAPS + 1e-12)
-    return np.asarray(np.linalg.solve(ata + ridge * np.eye(TAPS), a.T @ x), dtype=np.float64)
+    h = np.asarray(np.linalg.solve(ata + ridge * np.eye(TAPS), atx), dtype=np.float64)
+    left = energy - 2.0 * float(h @ atx) + float(h @ (ata @ h))  # ||x - a h||^2
+    ah = np.abs(h)
+    slack = _ROUNDING * (energy + 2.0 * float(ah @ np.abs(atx)) + float(ah @ (np.abs(ata) @ ah)))
+    if left - slack > energy / 10 ** (MIN_ERLE_DB / 10):
+        return None
+    a = _design(seg, x.size)
+    res = x - a @ h
+    erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
+    return (res, a, float(erle)) if erle >= MIN_ERLE_DB else None
+
+
+def _decimate(x: F64) -> F64:
+    """Sums of `DECIMATE` consecutive samples (exact for these signals, in any order)."""
+    out = x[0::DECIMATE].copy()
+    for k in range(1, DECIMATE):
+        out += x[k::DECIMATE]
+    return out
+
+
+def _gram(seg: F64, w: int) -> F64:
+    """a.T @ a of the design made of `seg` (column k: seg[TAPS-1-k : TAPS-1-k+w]), from the
+    segment's autocorrelation over its first w samples and the edge terms: p[s, d] is the
+    sum of seg[s + i] * seg[s + d + i] over i < w (index arrays, not sliding-window views:
+    those cost more than the arithmetic here)."""
+    p0 = np.correlate(seg[: w + TAPS - 1], seg[:w], "valid")  # s = 0, d = 0 .. TAPS - 1
+    # from s to s + 1: less seg[s] * seg[s + d], plus seg[s + w] * seg[s + w + d] (entries
+    # with s + d past TAPS - 2 are never read: clipped, to stay inside the segment)
+    step = seg[w:][_EDGE_CLIP] * seg[w : w + TAPS - 1, None] - seg[_EDGE] * seg[: TAPS - 1, None]
+    p = np.empty((TAPS, TAPS))
+    p[0] = p0
+    p[1:] = p0 + np.cumsum(step, axis=0)
+    gram: F64 = p[_G_START, _G_DELAY]
+    return gram
+
+
+def _design(seg: F64, w: int) -> F64:
+    """Columns: the reference delayed by lag - TAPS/2 + k, over the last `w` samples: one
+    strided view of the segment, copied once."""
+    # row j of the view is seg[j : j + w]; column k (delay d0 + k) is row TAPS - 1 - k
+    rows = np.lib.stride_tricks.sliding_window_view(seg, w)[::-1]
+    return np.ascontiguousarray(rows).T  # (w, TAPS), Fortran order: a.T @ a is one GEMM

@@ -318,16 +318,17 @@ class _Session:
         t = self.now()
         if isinstance(message, rawpcm.AudioFrame):
             frame = message
-            self.s.truth.write(
-                "recv_chunk",
-                t,
-                conn=self.conn,
-                seq=frame.seq,
-                n_samples=int(frame.pcm.size),
-                t_wire_ns=t_wire,
-                client_ts_ms=frame.ts_ms,
-                server_ts_ms=self.sms(t),
-            )
+            if self.s.truth.enabled:  # no record built for no log: per chunk, per connection
+                self.s.truth.write(
+                    "recv_chunk",
+                    t,
+                    conn=self.conn,
+                    seq=frame.seq,
+                    n_samples=int(frame.pcm.size),
+                    t_wire_ns=t_wire,
+                    client_ts_ms=frame.ts_ms,
+                    server_ts_ms=self.sms(t),
+                )
             for truth in self.engine.on_audio(frame.pcm, t):
                 self._on_truth(truth)
             self.wake.set()

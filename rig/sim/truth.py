@@ -8,6 +8,8 @@ import threading
 from typing import Any, TextIO
 
 _STOP = object()
+#: one encoder for every line: json.dumps with separators builds a new one per call
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class TruthLog:
@@ -21,6 +23,11 @@ class TruthLog:
             self._f: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115
             self._thread = threading.Thread(target=self._run, name="sim-truth", daemon=True)
             self._thread.start()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether lines are written (a caller may skip building one that is not)."""
+        return self._thread is not None
 
     def write(self, event: str, t_ns: int, **fields: Any) -> None:
         if self._thread is not None:
@@ -40,7 +47,7 @@ class TruthLog:
                 if it is _STOP:
                     stop = True
                 else:
-                    self._f.write(json.dumps(it, separators=(",", ":")) + "\n")
+                    self._f.write(_ENCODE(it) + "\n")
             self._f.flush()
             if stop:
                 self._f.close()
