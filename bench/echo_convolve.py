@@ -1,7 +1,7 @@
 """Cost per uplink frame of the echo condition's frame hook (rig.echo.path.EchoPath.apply):
 no room, a 0.3 s room and a 1 s room, equal rates and 24 kHz playback read at 16 kHz.
 
-    /work/bin/bench .venv/bin/python bench/echo_convolve.py
+    python bench/echo_convolve.py
 
 Prints the median and p99 of the hook's CPU time per 20 ms frame (thread time, 2000 frames
 after 200 warm-up frames), and the share of the frame period it takes.

@@ -3,7 +3,7 @@
 filters covering 10 ms (a cable or JACK: the calibrated response's ring x 1.5 + 10 ms), 50,
 100 and 300 ms (rooms), at 48 kHz in 256-sample blocks (one JACK period, 5.33 ms).
 
-    /work/bin/bench .venv/bin/python bench/own_echo_cancel.py
+    python bench/own_echo_cancel.py
 
 Prints the median and p99 of the CPU time (thread time) per 256-sample block over 2000
 blocks after 200 warm-up blocks, and the share of the block period it takes.

@@ -4,7 +4,7 @@ playing, loud noise-like user input that holds no echo (no --echo), and the same
 echo. The on_audio rows feed noise that the noise-floor gate keeps under it (the quiet
 path: most chunks of a fleet).
 
-    /work/bin/t .venv/bin/python bench/sim_chunk.py [--old]
+    python bench/sim_chunk.py [--old]
 
 `--old` runs the same rows on the engine and canceller as they were before their shortcuts
 (tests/sim/engine_v1.py and selfecho_v1.py, the tests' oracles), for a before/after on the
