@@ -63,6 +63,7 @@ LAZY_OK = {
     "opentelemetry",  # extra: otel
     "faster_whisper",  # extra: asr
     "ray",  # extra: ray
+    "uvloop",  # extra: uvloop
     "pyloudnorm",  # extra: conditions
     "parselmouth",  # extra: conditions
     "scipy",  # extra: conditions

@@ -16,6 +16,7 @@ from rig.api.options import config
 from rig.api.result import RunResult
 from rig.errors import ConfigError
 from rig.runs import launch
+from rig.runs.eventloop import run_on
 
 
 async def run_async(
@@ -57,8 +58,6 @@ def run(
         pass
     else:
         raise ConfigError("rig.run() blocks: inside an event loop, `await rig.run_async(...)`")
-    from rig.runs.eventloop import run_on
-
     return run_on(
         str(options.get("loop", "asyncio")),
         run_async(scenario, target=target, transport=transport, dialect=dialect, **options),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from importlib.metadata import version
 from typing import Any, TypeVar
 
 from rig.extras import require
@@ -49,7 +50,5 @@ def event_loop() -> str:
     loop = asyncio.get_running_loop()
     module = type(loop).__module__.split(".")[0]
     if module == "uvloop":
-        from importlib.metadata import version
-
         return f"uvloop {version('uvloop')}"
     return "asyncio"
