@@ -14,8 +14,11 @@ shared clock), stalls, how many rollouts were `timing_valid` (rig.core.selfcheck
 stream-frame for the rig (this process: every thread, RUSAGE_SELF; the analysis worker is a
 separate low-priority process, not counted) and for the reference system (`rig sim` in its
 own process, utime+stime from /proc/PID/stat), each over the uplink frames of the step, and
-the RSS growth of this process per rollout. The ramp stops at the first step past the bound;
-`max rollouts` is the last step within it.
+the RSS growth of this process per rollout. `rig_steady_us_per_frame` is the same CPU over
+the steady window only (every rollout streaming, half a second in from the last start and
+before the first end: connects, set-up, rollout ends and analysis hand-offs left out), the
+method of the floor client's figure; both are printed as ratios to the floor. The ramp stops
+at the first step past the bound; `max rollouts` is the last step within it.
 
 Two anchors. The floor (`--floor-steps`, default the steps of 50, 100 and 200 in the ramp):
 bench/floorclient.py's best variant (one tick for all streams over websockets' sans-I/O
@@ -52,13 +55,22 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
 from cpustats import children_cpu_s, self_cpu_s, tree_cpu_s
-from runstats import RATE, lateness_summary_ms, rss_kb, tone_specs, uplink_lateness_ms
+from runstats import (
+    RATE,
+    lateness_summary_ms,
+    rss_kb,
+    steady_window,
+    tone_specs,
+    uplink_lateness_ms,
+    uplink_send_ns,
+)
 
 from rig import realtime
 from rig.clock.base import MonotonicClock
@@ -93,9 +105,9 @@ def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(0)
 
 
-#: the writer as it was (a flush and WAV header rewrite per record) and as it is (10 ms
-#: batches, headers every 10th batch), for side-by-side CPU per frame
-WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10)}
+#: the writer as it was (a flush and WAV header rewrite per record), as it is (10 ms
+#: batches, headers every 10th batch) and with 20 ms batches, for side-by-side CPU per frame
+WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10), "batched-20ms": (0.02, 10)}
 
 
 def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
@@ -115,9 +127,12 @@ async def rig_step(
     rss0 = rss_kb()
     peak = [rss0]
 
+    cpu: list[tuple[int, float]] = []  # (shared clock, this process's CPU): the steady window
+
     async def watch() -> None:
         while True:
             peak[0] = max(peak[0], rss_kb())
+            cpu.append((time.monotonic_ns(), self_cpu_s()))
             await asyncio.sleep(0.25)
 
     w = asyncio.create_task(watch())
@@ -134,6 +149,7 @@ async def rig_step(
     res = result["results"].values()
     frames = sum(int(r.get("uplink", {}).get("frames", 0)) for r in res)
     late = uplink_lateness_ms(result["run_dir"], list(result["results"]))
+    steady = steady_window(uplink_send_ns(result["run_dir"], list(result["results"])), cpu)
     return {
         "n": n,
         "writer": writer,
@@ -147,6 +163,8 @@ async def rig_step(
             )
         ),
         "rig_us_per_frame": round((cpu1 - cpu0) / frames * 1e6, 1) if frames else None,
+        "rig_steady_us_per_frame": None if steady is None else steady["us_per_frame"],
+        "steady_window_s": None if steady is None else steady["window_s"],
         "sim_us_per_frame": round((sim1 - sim0) / frames * 1e6, 1) if frames else None,
         "rss_mb_per_rollout": round((peak[0] - rss0) / 1024 / n, 2),
     }
@@ -292,7 +310,11 @@ def floor_ratios(rig_rows: list[dict[str, Any]], floor_rows: list[dict[str, Any]
         for r in rigs:
             what = ", ".join(str(r[k]) for k in ("writer", "loop", "tick") if r.get(k))
             rig = r["rig_us_per_frame"]
-            out.append(f"  n={n} ({what}): {rig} / {f:.1f}{spread} us = {rig / f:.2f}")
+            line = f"  n={n} ({what}): whole run {rig} / {f:.1f}{spread} us = {rig / f:.2f}"
+            steady = r.get("rig_steady_us_per_frame")
+            if steady:  # the floor's own method: the window where every stream is up
+                line += f"; steady window {steady} / {f:.1f} us = {steady / f:.2f}"
+            out.append(line)
     return out
 
 
@@ -401,8 +423,8 @@ def main() -> None:
     print(f"\nmax rollouts within p99 <= {BOUND_P99_MS} ms and no stall: {best} (rig, "
           f"recorded) vs {ebest} (bare echo)")  # fmt: skip
     print(table(rig_rows, ["n", "writer", "loop", "tick", "p50_ms", "p99_ms", "max_ms", "stalls",
-                           "timing_valid", "rig_us_per_frame", "sim_us_per_frame",
-                           "rss_mb_per_rollout", "load1"]))  # fmt: skip
+                           "timing_valid", "rig_us_per_frame", "rig_steady_us_per_frame",
+                           "sim_us_per_frame", "rss_mb_per_rollout", "load1"]))  # fmt: skip
     print()
     print(table(echo_rows, ["n", "loop", "p50_ms", "p99_ms", "stalls", "load1"]))
     if floor_rows:

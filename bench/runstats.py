@@ -62,6 +62,47 @@ def uplink_lateness_ms(run_dir: str, rollout_ids: list[str]) -> np.ndarray[Any, 
     return np.asarray(late, dtype=np.float64) / 1e6
 
 
+def uplink_send_ns(run_dir: str, rollout_ids: list[str]) -> list[np.ndarray[Any, Any]]:
+    """Send stamps (shared clock, ns) of every uplink frame, one sorted array per rollout."""
+    out = []
+    for rid in rollout_ids:
+        path = os.path.join(run_dir, "rollouts", rid, "chunks.jsonl")
+        sent: list[int] = []
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if '"dir":"up"' in line:
+                    sent.append(json.loads(line)["t_ns"])
+        out.append(np.sort(np.asarray(sent, dtype=np.int64)))
+    return out
+
+
+def steady_window(
+    sent: list[np.ndarray[Any, Any]], cpu: list[tuple[int, float]], margin_ns: int = 500_000_000
+) -> dict[str, Any] | None:
+    """CPU per uplink frame while every rollout streamed (the floor client's method): from
+    the first CPU sample `margin_ns` after the last rollout's first frame to the last one
+    `margin_ns` before the first rollout's last frame; connects, set-up, ends and analysis
+    hand-offs fall outside. `cpu`: (shared-clock ns, process CPU s) samples in time order."""
+    if not sent or any(s.size == 0 for s in sent):
+        return None
+    lo = max(int(s[0]) for s in sent) + margin_ns
+    hi = min(int(s[-1]) for s in sent) - margin_ns
+    inside = [(t, c) for t, c in cpu if lo <= t <= hi]
+    if len(inside) < 2:
+        return None
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    frames = sum(
+        int(np.searchsorted(s, t1, "right") - np.searchsorted(s, t0, "left")) for s in sent
+    )
+    if frames <= 0:
+        return None
+    return {
+        "us_per_frame": round((c1 - c0) / frames * 1e6, 1),
+        "window_s": round((t1 - t0) / 1e9, 2),
+        "frames": frames,
+    }
+
+
 def lateness_summary_ms(x: np.ndarray[Any, Any]) -> dict[str, float | None]:
     """p50, p99, max of pooled lateness in ms (None for a run with no frame)."""
     if not x.size:

@@ -29,7 +29,7 @@ from rig.dialects.rawpcm import RawPcmDialect
 from rig.errors import ProtocolError, ScenarioError
 from rig.protocol import rawpcm
 from rig.proxy import message_meta
-from rig.recordings.writer import _json_line
+from rig.recordings.jsonwrite import _json_line
 from rig.scenarios.fileformat import parse_file
 from rig.telemetry import wire
 from rig.telemetry.deviceclock import DeviceClockCollector

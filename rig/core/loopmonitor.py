@@ -15,6 +15,7 @@ deque walks from the oldest event (O(events kept) per rollout: 10 % of the loop'
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,6 +220,32 @@ class LagView:
             if ts[m] - vs[m] <= t_ns:
                 worst = max(worst, vs[m])
         return max(worst, KEEP_LAG_NS)
+
+    def lag_over(self, stamps: Sequence[int], before_ns: int, after_ns: int) -> int:
+        """`max(lag_near(t, ...) for t in stamps)`, exactly, in one pass over the wake-ups
+        (each looked up among the sorted stamps) instead of one window per stamp: a rollout
+        has hundreds of received chunks and, in a healthy run, few late wake-ups. A wake-up
+        counts when some stamp is where `lag_near` would see it: within its window, or
+        before it and after it was due (among the OVERDUE_SCAN wake-ups after the stamp)."""
+        ts, vs = self.woke_ns, self.lag_ns
+        cs = sorted(stamps)
+        n = len(cs)
+        worst = KEEP_LAG_NS
+        for m, t in enumerate(ts):
+            v = vs[m]
+            if v <= worst:
+                continue
+            i = bisect.bisect_left(cs, t - after_ns)  # a stamp in [t - after, t + before]
+            if i < n and cs[i] <= t + before_ns:
+                worst = v
+                continue
+            lo = max(t - OVERDUE_NS, t - v)  # a stamp it was overdue at, at most OVERDUE_NS back
+            if m >= OVERDUE_SCAN:  # ...and it within the scan from the stamp's first wake-up
+                lo = max(lo, ts[m - OVERDUE_SCAN] + 1)
+            i = bisect.bisect_left(cs, lo)
+            if i < n and cs[i] <= t:
+                worst = v
+        return worst
 
     def late_near(self, t_ns: int, within_ns: int, most: int = 16) -> list[tuple[int, int]]:
         """The late wake-ups in [t_ns - within_ns, t_ns + within_ns] as (woke - t_ns, lag),

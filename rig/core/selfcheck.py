@@ -174,7 +174,7 @@ def figure_bounds(
             tuple((_ms(dt), _ms(lag)) for dt, lag in view.late_near(t, near)) for _, t in onsets
         ),
         latency_parts=tuple(parts),
-        chunk_ms=_ms(max(view.lag_near(t, before, after) for t in chunks)) if chunks else None,
+        chunk_ms=_ms(view.lag_over(chunks, before, after)) if chunks else None,
     )
 
 

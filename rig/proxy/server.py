@@ -46,9 +46,10 @@ from rig.core.metrics import Outcome, build_metrics
 from rig.dialects import get_dialect
 from rig.net.pathsample import PathSampler
 from rig.proxy.connection import ProxyConnection
+from rig.recordings.jsonwrite import write_json_atomic
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.sink import Publish
-from rig.recordings.writer import RecordingWriter, write_json_atomic
+from rig.recordings.writer import RecordingWriter
 from rig.redact import redact_text, redact_url
 from rig.transports.websocket import (
     SafeConnect,

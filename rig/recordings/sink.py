@@ -107,8 +107,14 @@ class RolloutSink:
             rec.track_audio(record.name, record.sample_rate, record.pcm)
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
-        for record in records:
-            self.put(record)
+        """`put` each, handed to the writer as one item (a frame's records together)."""
+        rec = self.recorder
+        rec.gather()
+        try:
+            for record in records:
+                self.put(record)
+        finally:
+            rec.hand_off()
 
     def close(self) -> None:
         self.recorder.close()

@@ -1,10 +1,13 @@
 """The recordings writer: one thread that owns every file of a run.
 
 How this works: the audio event loop never touches the disk. Session code calls the
-`RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock waits, no
-I/O, O(1)). The writer thread wakes for an item, lets `batch_window_s` (10 ms) of items
-gather, drains them as one batch, appends, then flushes every file it touched: one write per
-file per batch, so a SIGKILL loses at most the batch being written. WAV headers are rewritten
+`RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock, no I/O,
+O(1); a frame's records together are one item: `RolloutSink.put_all`). The writer thread
+wakes for an item, lets `batch_window_s` (10 ms) of items gather, drains them as one batch,
+appends, then flushes every file it touched: one write per file per batch, so a SIGKILL loses
+at most the batch being written. (20 ms batches, side by side at 200 rollouts with
+`bench/capacity.py --writer batched batched-20ms`, saved no CPU: 129.5 vs 128.3 µs per
+frame; docs/pacing.md.) WAV headers are rewritten
 every `header_every` (10) batches of a rollout and at its end (a crash leaves a header that
 under-counts by at most that; readers trust the file size, `rig report --repair-wav` fixes
 it). Why batch: per-chunk flushes cost ~10 syscalls each and the GIL the loop needs; at 50
@@ -25,8 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
-import math
+import itertools
 import os
 import queue
 import threading
@@ -35,107 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from rig.audio.pcm import Pcm16
 from rig.core.records import ChunkRecord, EventRecord
+from rig.recordings.jsonwrite import _json_line, describe_os_error, write_json_atomic
 from rig.recordings.lines import chunk_line
 from rig.recordings.wav import WavAppender
 from rig.redact import redact_urls
 
 _STOP = object()
-
-
-def _json_line(obj: dict[str, Any]) -> str:
-    """One strict JSON line. A row holding a non-finite number (or anything else strict JSON
-    cannot carry) is still written: the bad values become null and `invalid` names them, so
-    a row is never lost (decoders refuse such numbers; this is the last line of defence)."""
-    try:
-        return _LINE.encode(obj) + "\n"
-    except (ValueError, TypeError, RecursionError):
-        invalid: dict[str, str] = {}
-        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
-        clean["invalid"] = invalid
-        return json.dumps(clean, separators=(",", ":"), allow_nan=False, default=str) + "\n"
-
-
-def _default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-#: one encoder for every line (json.dumps with options builds a new one per call)
-_LINE = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_default)
-
-
-def _clean(value: Any, path: str, invalid: dict[str, str], depth: int = 0) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        invalid[path] = f"not a finite number ({value!r})"
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
-        invalid[path] = "integer too large to write"
-        return None
-    if isinstance(value, dict | list | tuple):
-        if depth >= 32:
-            invalid[path] = "nested too deeply to write"
-            return None
-        if isinstance(value, dict):
-            return {str(k): _clean(v, f"{path}.{k}", invalid, depth + 1) for k, v in value.items()}
-        return [_clean(v, f"{path}[{i}]", invalid, depth + 1) for i, v in enumerate(value)]
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, np.ndarray):
-        return _clean(value.tolist(), path, invalid, depth)
-    invalid[path] = f"not JSON data ({type(value).__name__})"
-    return repr(value)[:200]
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Write JSON to a temp file and rename it over `path`: readers see old or new, never half.
-    On an I/O error the temp file is removed and the error raised (the old file stays). A
-    dict holding values strict JSON cannot carry (NaN) is written with them null, named in
-    `invalid`."""
-    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-    try:
-        text = json.dumps(obj, indent=2, default=_default, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
-        if not isinstance(obj, dict):
-            raise
-        # a NaN somewhere in a metrics dict: the file is still written, the value null and
-        # named in `invalid` (a rollout must not lose its status to one bad number)
-        invalid: dict[str, str] = {}
-        clean = {k: _clean(v, k, invalid) for k, v in obj.items()}
-        clean["invalid"] = {**(clean.get("invalid") or {}), **invalid}
-        text = json.dumps(clean, indent=2, allow_nan=False, default=str)
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = path  # name the file the caller knows, not the temp file
-        raise
-
-
-def describe_os_error(exc: BaseException, path: str | None = None) -> str:
-    """`OSError: [Errno 28] No space left on device: '.../user.wav'` (the file always named)."""
-    if isinstance(exc, OSError):
-        name = exc.filename if exc.filename is not None else path
-        where = f": {name!r}" if name is not None else ""
-        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
-    return f"{type(exc).__name__}: {exc}" + (f" ({path})" if path else "")
 
 
 @dataclass
@@ -173,8 +82,11 @@ class RecordingWriter:
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._files: dict[str, _RolloutFiles] = {}
         self._thread = threading.Thread(target=self._run, name="rig-writer", daemon=True)
-        self._pending = 0
-        self._lock = threading.Lock()  # guards counters only, held for nanoseconds
+        # the backlog without a lock on the hot path: hand-offs counted by the putting side
+        # (`next()` on a count is atomic under the GIL), items written by the writer alone
+        self._puts = itertools.count(1)
+        self._put_n = 0
+        self._done = 0
         self.high_water = 0
         self.warn_backlog = warn_backlog
         self.write_delay_s = write_delay_s  # test hook: simulate a slow disk
@@ -192,14 +104,15 @@ class RecordingWriter:
 
     @property
     def backlog(self) -> int:
-        return self._pending
+        """Hand-offs queued and not yet written (one per `put`: a frame's records are one)."""
+        return max(0, self._put_n - self._done)
 
     def put(self, item: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._pending += 1
-            if self._pending > self.high_water:
-                self.high_water = self._pending
+        n = self._put_n = next(self._puts)
         self._q.put(item)
+        pending = n - self._done
+        if pending > self.high_water:
+            self.high_water = pending
 
     def rollout(self, rollout_dir: str, user_rate: int) -> RolloutRecorder:
         """Open a rollout's files. system.wav is created at the first downlink audio's rate."""
@@ -253,17 +166,12 @@ class RecordingWriter:
             for it in batch:
                 if it is _STOP:
                     stop = True
-                    continue
-                try:
-                    key = self._apply(it)
-                    if key:
-                        touched.add(key)
-                except OSError as exc:
-                    self._fail(str(it[1]), exc)
-                except Exception as exc:  # noqa: BLE001 - a bad record must not kill the writer
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
-                with self._lock:
-                    self._pending -= 1
+                elif it[0] == "many":  # one hand-off of several records (RolloutRecorder.gather)
+                    for sub in it[2]:
+                        self._apply_one(sub, touched)
+                else:
+                    self._apply_one(it, touched)
+            self._done += len(batch)
             for key in touched:
                 files = self._files.get(key)
                 if files is not None:
@@ -278,6 +186,16 @@ class RecordingWriter:
             except Exception as exc:  # noqa: BLE001 - recorded against the rollout
                 self._fail(key, exc, close=False)
         self._files.clear()
+
+    def _apply_one(self, item: tuple[Any, ...], touched: set[str]) -> None:
+        try:
+            key = self._apply(item)
+            if key:
+                touched.add(key)
+        except OSError as exc:
+            self._fail(str(item[1]), exc)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not kill the writer
+            self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def _fail(self, key: str, exc: BaseException, *, close: bool = True) -> None:
         """The first write error of a rollout: record it, close its files, drop the rest."""
@@ -443,32 +361,56 @@ class RolloutRecorder:
         self.writer = writer
         self.dir = rollout_dir
         self.closed = False
+        self._many: list[tuple[Any, ...]] | None = None  # gathering: one hand-off at the end
+        self._depth = 0
+
+    def _put(self, item: tuple[Any, ...]) -> None:
+        if self._many is not None:
+            self._many.append(item)
+        else:
+            self.writer.put(item)
+
+    def gather(self) -> None:
+        """From here to the matching `hand_off`, records go to the writer as one hand-off,
+        in order (a frame's user audio and chunk line: one queue item, not two). Nests."""
+        self._depth += 1
+        if self._many is None:
+            self._many = []
+
+    def hand_off(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            items, self._many = self._many or [], None
+            if len(items) == 1:
+                self.writer.put(items[0])
+            elif items:
+                self.writer.put(("many", self.dir, items))
 
     def chunk(self, record: ChunkRecord) -> None:
-        self.writer.put(("chunk", self.dir, record))  # serialised by the writer thread
+        self._put(("chunk", self.dir, record))  # serialised by the writer thread
 
     def event(self, record: EventRecord) -> None:
-        self.writer.put(("event", self.dir, record))
+        self._put(("event", self.dir, record))
 
     def user_audio(self, pcm: Pcm16, clean: Pcm16 | None = None) -> None:
-        self.writer.put(("user", self.dir, pcm.copy(), None if clean is None else clean.copy()))
+        self._put(("user", self.dir, pcm.copy(), None if clean is None else clean.copy()))
 
     def system_audio(self, sample_rate: int, start_sample: int, pcm: Pcm16) -> None:
-        self.writer.put(("system", self.dir, sample_rate, start_sample, pcm.copy()))
+        self._put(("system", self.dir, sample_rate, start_sample, pcm.copy()))
 
     def received_audio(self, sample_rate: int, pcm: Pcm16) -> None:
-        self.writer.put(("received", self.dir, sample_rate, pcm.copy()))
+        self._put(("received", self.dir, sample_rate, pcm.copy()))
 
     def track_audio(self, name: str, sample_rate: int, pcm: Pcm16) -> None:
-        self.writer.put(("track", self.dir, name, sample_rate, pcm.copy()))
+        self._put(("track", self.dir, name, sample_rate, pcm.copy()))
 
     def system_pad(self, sample_rate: int, n_samples: int) -> None:
-        self.writer.put(("system_pad", self.dir, sample_rate, n_samples))
+        self._put(("system_pad", self.dir, sample_rate, n_samples))
 
     def metrics(self, metrics: dict[str, Any]) -> None:
-        self.writer.put(("metrics", self.dir, metrics))
+        self._put(("metrics", self.dir, metrics))
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.writer.put(("close", self.dir))
+            self._put(("close", self.dir))

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from rig.clock.base import Clock
-from rig.recordings.writer import write_json_atomic
+from rig.recordings.jsonwrite import write_json_atomic
 from rig.runs.config import RunConfig
 from rig.runs.records import Role
 from rig.telemetry.bus import EventBus

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from rig.analysis.finish import analyze_log
-from rig.recordings.writer import write_json_atomic
+from rig.recordings.jsonwrite import write_json_atomic
 from rig.redact import redact_text
 from rig.session import Session
 

@@ -36,7 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig import realtime
+from rig import mallocs, realtime
 from rig.analysis.finish import analyze_log, finish_rollout
 from rig.analysis.outcome import settle_analysis
 from rig.childproc import AnalysisWorker, analysis_pool
@@ -48,15 +48,11 @@ from rig.errors import DataFileError
 from rig.ids import check_id
 from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
+from rig.recordings.jsonwrite import describe_os_error, write_json_atomic
 from rig.recordings.manifest import build_manifest, utc_now
 from rig.recordings.rundir import move_aside, read_json, rollout_done
 from rig.recordings.sink import Publish
-from rig.recordings.writer import (
-    DISK_FULL_ERRNOS,
-    RecordingWriter,
-    describe_os_error,
-    write_json_atomic,
-)
+from rig.recordings.writer import DISK_FULL_ERRNOS, RecordingWriter
 from rig.runs.eventloop import event_loop
 from rig.runs.metricsfile import redacted, write_metrics_json
 from rig.session import Session, SessionConfig
@@ -241,7 +237,7 @@ class Runner:
         manifest["node"] = self.placement["node"]
         if previous:
             manifest = resume.resumed(previous, manifest, self.run_dir, force=self.force_resume)
-        manifest["scheduling"] = {**sched, "event_loop": event_loop()}
+        manifest["scheduling"] = {**sched, "event_loop": event_loop(), "malloc": mallocs.tune()}
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
                 f"note: normal scheduling for the audio loop ({sched['reason']}); on a busy "

@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from rig.errors import ConfigError
+from rig.recordings.jsonwrite import write_json_atomic
 from rig.recordings.rundir import done_status
-from rig.recordings.writer import write_json_atomic
 from rig.runs import workers
 from rig.runs.config import RunConfig
 from rig.runs.records import Role

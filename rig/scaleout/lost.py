@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from rig.recordings.writer import write_json_atomic
+from rig.recordings.jsonwrite import write_json_atomic
 from rig.scaleout.shards import read_json, rollout_done_status
 
 #: the `reason` prefix of rollouts lost with their node or shard process

@@ -35,9 +35,9 @@ from typing import Any
 
 from rig.errors import ConfigError, DataFileError
 from rig.ids import check_id
+from rig.recordings.jsonwrite import describe_os_error, write_json_atomic
 from rig.recordings.manifest import redact_argv, utc_now
 from rig.recordings.resume import describe
-from rig.recordings.writer import describe_os_error, write_json_atomic
 from rig.scaleout.shards import ShardRun, compare, load_shard, read_json, rollout_done_status
 from rig.status import DONE
 

@@ -36,6 +36,7 @@ from rig.clock.base import NS_PER_MS, Clock, MonotonicClock, TickClock
 from rig.dialects._wire import b64_to_pcm
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
+from rig.sim import wsdirect
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.hello import parse_hello
 from rig.sim.netdelay import DelayLine
@@ -166,6 +167,7 @@ class SimServer(SimHost):
             self._handle,
             host,
             port,
+            create_connection=wsdirect.DirectConnection,
             max_size=self.max_message_bytes,
             ping_interval=None,
             compression=None,
@@ -206,6 +208,14 @@ class SimServer(SimHost):
         finally:
             self.state.active -= 1
             self.truth.write("conn_close", self.clock.now_ns(), conn=conn)
+
+
+#: the engine's truths a client is told of: truth -> (message type, field, truth data key)
+_TOLD = {
+    "speech_start": ("speech_started", "audio_start_ms", "input_ms"),
+    "speech_end": ("speech_stopped", "audio_end_ms", "audio_end_input_ms"),
+    "reply_cancel": ("response.cancelled", "response", "response"),
+}
 
 
 class _Session:
@@ -279,16 +289,13 @@ class _Session:
     async def _read(self) -> None:
         """Decode each message off the socket (a bad one raises at once), then handle it:
         here, when its delay line has nothing to hold (the common case: no task step and no
-        queue per frame, issue #32), else through the queue to `_uplink`."""
+        queue per frame, issue #32), else through the queue to `_uplink`. Without an uplink
+        delay, as soon as nothing is buffered, inside data_received (rig.sim.wsdirect)."""
         try:
-            async for message in self.ws:
+            while self.up_line.active or not wsdirect.switch(self.ws, self._direct):
+                message = await self.ws.recv()
                 t_wire = self.now()
-                decoded: rawpcm.AudioFrame | dict[str, Any]
-                if isinstance(message, bytes):
-                    decoded = rawpcm.decode_audio(message, self.framing, self.up_seq)
-                    self.up_seq += 1
-                else:
-                    decoded = rawpcm.decode_text(message)
+                decoded = self._decode(message)
                 release = self.up_line.release_ns(t_wire)
                 if self.up_held == 0 and release <= t_wire:
                     self._arrived(t_wire, decoded)
@@ -298,9 +305,20 @@ class _Session:
                 self.s.state.queue_high_water = max(
                     self.s.state.queue_high_water, self.up_q.qsize()
                 )
+            await wsdirect.until_closed(self.ws)
         except ConnectionClosed:
             pass
         await self.up_q.put(None)
+
+    def _decode(self, message: str | bytes) -> rawpcm.AudioFrame | dict[str, Any]:
+        if not isinstance(message, bytes):
+            return rawpcm.decode_text(message)
+        frame = rawpcm.decode_audio(message, self.framing, self.up_seq)
+        self.up_seq += 1
+        return frame
+
+    def _direct(self, message: str | bytes) -> None:  # no uplink delay: nothing is held
+        self._arrived(self.now(), self._decode(message))
 
     async def _uplink(self) -> None:
         while True:
@@ -331,7 +349,8 @@ class _Session:
                 )
             for truth in self.engine.on_audio(frame.pcm, t):
                 self._on_truth(truth)
-            self.wake.set()
+            if self.engine.next_due_ns() is not None:  # the emitter waits only for a reply:
+                self.wake.set()  # not a task step per chunk
         else:
             self._on_text(message, t)
 
@@ -368,28 +387,11 @@ class _Session:
         self.s.truth.write(
             truth.event, truth.t_ns, conn=self.conn, server_ts_ms=self.sms(truth.t_ns), **truth.data
         )
-        t = truth.t_ns
-        if truth.event == "speech_start":
-            self._send_text_later(
-                t,
-                "speech_started",
-                server_ts_ms=self.wire_ms(t),
-                audio_start_ms=truth.data["input_ms"],
-            )
-        elif truth.event == "speech_end":
-            self._send_text_later(
-                t,
-                "speech_stopped",
-                server_ts_ms=self.wire_ms(t),
-                audio_end_ms=truth.data["audio_end_input_ms"],
-            )
-        elif truth.event == "reply_cancel":
-            self._send_text_later(
-                t,
-                "response.cancelled",
-                server_ts_ms=self.wire_ms(t),
-                response=truth.data["response"],
-            )
+        told = _TOLD.get(truth.event)
+        if told is not None:
+            kind, key, src = told
+            t = truth.t_ns
+            self._send_text_later(t, kind, server_ts_ms=self.wire_ms(t), **{key: truth.data[src]})
 
     def _send_text_later(self, t_ns: int, kind: str, **fields: Any) -> None:
         if fields.get("server_ts_ms", 0) is None:  # withheld clock: no key at all

@@ -233,3 +233,27 @@ def test_a_clean_rollout_is_valid_and_the_tolerance_is_settable() -> None:
 def test_unmeasured_loop_is_not_valid() -> None:
     v = judge(0.1, 0, None, TimingTolerance())
     assert not v.valid and v.reasons == ("event loop lag not measured",)
+
+
+def test_the_worst_lag_over_many_stamps_is_the_max_of_each_stamps_own() -> None:
+    """LagView.lag_over (one pass over the wake-ups) against lag_near per stamp, on random
+    wake-ups dense enough that the overdue scan's cap and its window edges are reached."""
+    import random
+
+    from rig.core.loopmonitor import OVERDUE_NS, LagView
+
+    rng = random.Random(7)
+    ms = 1_000_000
+    for _ in range(300):
+        n = rng.choice([0, 1, 5, 80, 300])
+        woke = sorted(rng.randrange(0, 3_000 * ms) for _ in range(n))
+        lag = [rng.choice([ms, 2 * ms, rng.randrange(ms, 2 * OVERDUE_NS)]) for _ in woke]
+        view = LagView(woke, lag)
+        stamps = [rng.randrange(-100 * ms, 3_100 * ms) for _ in range(rng.choice([1, 3, 40]))]
+        before, after = rng.choice([(2 * ms, 1 * ms), (0, 0), (20 * ms, 5 * ms)])
+        want = max(view.lag_near(t, before, after) for t in stamps)
+        assert view.lag_over(stamps, before, after) == want
+    # the edges exactly: a stamp at the wake-up's due time counts, one just before does not
+    edge = LagView([10 * ms], [5 * ms])
+    assert edge.lag_over([5 * ms], 0, 0) == edge.lag_near(5 * ms, 0, 0) == 5 * ms
+    assert edge.lag_over([5 * ms - 1], 0, 0) == edge.lag_near(5 * ms - 1, 0, 0) == ms

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rig.core.records import ChunkRecord
+from rig.recordings.jsonwrite import _json_line
 from rig.recordings.lines import chunk_line
-from rig.recordings.writer import _json_line
 
 ints = st.integers(min_value=-(2**70), max_value=2**70)
 floats = st.floats(allow_nan=False, allow_infinity=False)

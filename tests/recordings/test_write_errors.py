@@ -189,7 +189,7 @@ def test_full_disk_stops_the_run_cleanly_saying_why(tmp_path) -> None:
 
 
 def test_atomic_json_keeps_the_old_file_and_no_temp_on_failure(tmp_path) -> None:
-    from rig.recordings.writer import write_json_atomic
+    from rig.recordings.jsonwrite import write_json_atomic
 
     path = tmp_path / "metrics.json"
     write_json_atomic(str(path), {"status": "ok"})

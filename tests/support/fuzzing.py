@@ -36,8 +36,8 @@ from rig.errors import AudioInputError, ConfigError, ProtocolError, ScenarioErro
 from rig.limits import MAX_RATE_HZ, MIN_RATE_HZ
 from rig.protocol import rawpcm
 from rig.proxy import message_meta
+from rig.recordings.jsonwrite import _json_line
 from rig.recordings.wav import read_wav
-from rig.recordings.writer import _json_line
 from rig.reporting.summary import load_rollouts
 from rig.safejson import JsonInputError, parse
 from rig.scenarios.fileformat import build_items, parse_file

@@ -1,0 +1,95 @@
+"""The reference system's uplink messages handled inside the socket's `data_received`.
+
+Why: `async for message in ws` costs, per message, a future, an event and a task step in
+websockets' Assembler: about a quarter of `rig sim`'s CPU at 100 streams (py-spy, issue
+#32), more than its model does for a quiet chunk. Every rig uplink frame is one message.
+
+How this works: `DirectConnection` is the server's connection class. Once `switch` has been
+called, every complete data message goes to the given callback from `process_event`, i.e.
+inside `data_received`, in arrival order (a fragmented message is joined here first); pings,
+pongs and closes go on as before. The switch is made only while websockets' assembler holds
+no frame (nothing read half or left unread), so no message can overtake an earlier one; until
+then the caller reads the usual way. A callback that raises (a bad frame) ends the direct
+mode: `until_closed` raises that exception in the reader, as the awaited read would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.frames import DATA_OPCODES, Frame, Opcode
+from websockets.protocol import Event
+
+from rig.errors import ProtocolError
+
+OnMessage = Callable[[str | bytes], None]
+
+
+class DirectConnection(ServerConnection):
+    """A ServerConnection whose data messages can be handed to a callback synchronously."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_message: OnMessage | None = None
+        self._parts: list[Frame] = []
+        self._failed: asyncio.Future[None] | None = None
+
+    @property
+    def direct(self) -> bool:
+        """Are data messages handed over inside data_received now?"""
+        return self._on_message is not None
+
+    def process_event(self, event: Event) -> None:
+        handle = self._on_message
+        if handle is None or not isinstance(event, Frame) or event.opcode not in DATA_OPCODES:
+            super().process_event(event)
+            return
+        if not event.fin or self._parts:  # a fragmented message: joined once it is whole
+            self._parts.append(event)
+            if not event.fin:
+                return
+            opcode = self._parts[0].opcode
+            data: Any = b"".join(bytes(part.data) for part in self._parts)
+            self._parts = []
+        else:
+            opcode, data = event.opcode, event.data
+        try:
+            if opcode is Opcode.TEXT:
+                try:
+                    message: str | bytes = bytes(data).decode()
+                except UnicodeDecodeError:
+                    raise ProtocolError("a text message that is not UTF-8") from None
+            else:
+                message = bytes(data)
+            handle(message)
+        except Exception as exc:  # noqa: BLE001 - raised in the reader (until_closed)
+            self._on_message = None
+            if self._failed is not None and not self._failed.done():
+                self._failed.set_exception(exc)
+
+
+def switch(ws: ServerConnection, handle: OnMessage) -> bool:
+    """From now on hand every data message to `handle` inside `data_received`, if `ws` can
+    do that now (a DirectConnection whose assembler holds nothing); False: read on as before."""
+    if not isinstance(ws, DirectConnection) or ws._on_message is not None:
+        return False
+    if len(ws.recv_messages.frames):  # a frame read and not yet taken: it must go first
+        return False
+    ws._failed = ws.loop.create_future()
+    ws._on_message = handle
+    return True
+
+
+async def until_closed(ws: ServerConnection) -> None:
+    """Wait until the connection is lost; raises what a message's handling raised."""
+    assert isinstance(ws, DirectConnection) and ws._failed is not None, "switch() first"
+    failed = ws._failed
+    try:
+        await asyncio.wait([failed, ws.connection_lost_waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ws._on_message = None
+    if failed.done():
+        failed.result()
