@@ -6,8 +6,7 @@ While a run streams, the interpreter itself can stall every stream at once:
   (5 ms by default) before the loop gets it back.
 `streaming()` freezes what exists (it lives for the run), stops automatic full collections
 (young generations still collect) and hands the GIL back every 1 ms; on exit it restores all
-of it (and raises glibc's malloc thresholds for good: rig.mallocs). It does not touch the
-audio path; it only removes the interpreter's own pauses.
+of it. It does not touch the audio path; it only removes the interpreter's own pauses.
 
 `scheduling(priority)` removes the machine's: other processes (the system under test on the
 same box, a build, a noisy neighbour) take the core the loop needs. It asks the kernel for
@@ -47,8 +46,6 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
-from rig import mallocs
-
 T = TypeVar("T")
 
 SWITCH_INTERVAL_S = 0.001
@@ -63,7 +60,6 @@ _REAL_TIME = frozenset(
 
 @contextlib.contextmanager
 def streaming() -> Iterator[None]:
-    mallocs.tune()  # no mmap per socket read (rig.mallocs); once per process, not undone
     gc.collect()
     gc.freeze()
     saved_gc = gc.get_threshold()

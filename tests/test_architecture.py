@@ -24,17 +24,8 @@ MAX_LINES = 500
 LAYERS: list[tuple[str, ...]] = [
     ("rig.version",),  # __version__, the ground floor: it imports nothing
     ("rig", "rig.errors"),  # `rig`: the package root alone (re-exports; __version__)
-    # secrets, untrusted JSON, ranges, ids, shard assignment, the status table, malloc tuning
-    (
-        "rig.redact",
-        "rig.safejson",
-        "rig.limits",
-        "rig.ids",
-        "rig.shard",
-        "rig.aio",
-        "rig.status",
-        "rig.mallocs",
-    ),
+    # secrets, untrusted JSON, ranges, ids, shard assignment, the status table
+    ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio", "rig.status"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     # runtime clocks, peer-clock fits, wire; input conditions (level, noise, line); the echo

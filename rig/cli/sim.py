@@ -350,9 +350,6 @@ def run_ws_or_webrtc(
 ) -> int:
 
     async def main() -> None:
-        from rig import mallocs
-
-        mallocs.tune()  # no mmap per socket read: a fifth of the sim's CPU (rig.mallocs)
         server: Any
         relay: Any = None
         imp = impairment(args.impair)

@@ -36,7 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig import mallocs, realtime
+from rig import realtime
 from rig.analysis.finish import analyze_log, finish_rollout
 from rig.analysis.outcome import settle_analysis
 from rig.childproc import AnalysisWorker, analysis_pool
@@ -237,7 +237,7 @@ class Runner:
         manifest["node"] = self.placement["node"]
         if previous:
             manifest = resume.resumed(previous, manifest, self.run_dir, force=self.force_resume)
-        manifest["scheduling"] = {**sched, "event_loop": event_loop(), "malloc": mallocs.tune()}
+        manifest["scheduling"] = {**sched, "event_loop": event_loop()}
         if sched.get("reason") and sched.get("requested_priority"):
             self.progress(
                 f"note: normal scheduling for the audio loop ({sched['reason']}); on a busy "
