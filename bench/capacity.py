@@ -107,7 +107,11 @@ def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
 
 #: the writer as it was (a flush and WAV header rewrite per record), as it is (10 ms
 #: batches, headers every 10th batch) and with 20 ms batches, for side-by-side CPU per frame
-WRITERS = {"per-record": (0.0, 1), "batched": (0.01, 10), "batched-20ms": (0.02, 10)}
+WRITERS = {
+    "per-record": (0.0, 0.0, 1),  # every record written at once
+    "flush-10ms": (0.01, 0.0, 10),  # the writer until 2026-12-02: every batch written
+    "batched": (0.01, 0.1, 1),  # the default: 10 ms batches, a rollout written every 100 ms
+}
 
 
 def run_on(loop: str, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
@@ -136,11 +140,13 @@ async def rig_step(
             await asyncio.sleep(0.25)
 
     w = asyncio.create_task(watch())
-    window_s, header_every = WRITERS[writer]
+    window_s, flush_every_s, header_every = WRITERS[writer]
     runner = Runner(
         out,
         RunnerSettings(concurrency=n, connect_concurrency=16, rt_priority=rt),
-        writer=RecordingWriter(batch_window_s=window_s, header_every=header_every),
+        writer=RecordingWriter(
+            batch_window_s=window_s, flush_every_s=flush_every_s, header_every=header_every
+        ),
     )
     cpu0, sim0 = self_cpu_s(), tree_cpu_s(sim_pid)
     result = await runner.run(specs)

@@ -11,6 +11,7 @@ nothing appended is lost.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 from typing import BinaryIO
@@ -22,6 +23,17 @@ from rig.audio.pcm import Pcm16
 from rig.errors import AudioInputError
 
 HEADER_BYTES = 44
+_LE_I2 = np.dtype("<i2")
+
+
+def write_all(f: BinaryIO, data: bytes) -> None:
+    """An unbuffered file may take part of `data`: write the rest (or raise)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "short write", getattr(f, "name", None))
+        view = view[n:]
 
 
 def _header(sample_rate: int, data_bytes: int) -> bytes:
@@ -41,9 +53,11 @@ class WavAppender:
     def __init__(self, path: str, sample_rate: int) -> None:
         self.path = path
         self.sample_rate = sample_rate
-        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - owned for the file's life
-        self._f.write(_header(sample_rate, 0))
-        self.data_bytes = 0
+        # unbuffered: appends are gathered here and written once per flush
+        self._f: BinaryIO = open(path, "wb", buffering=0)  # noqa: SIM115 - owned for its life
+        write_all(self._f, _header(sample_rate, 0))
+        self._pending: list[memoryview] = []  # appended, not yet written
+        self.data_bytes = 0  # appended (written or pending)
         self._dirty = True
 
     @property
@@ -51,9 +65,11 @@ class WavAppender:
         return self.data_bytes // 2
 
     def append(self, pcm: Pcm16) -> None:
-        data = np.asarray(pcm, dtype="<i2").tobytes()
-        self._f.write(data)
-        self.data_bytes += len(data)
+        """Keep `pcm` (the caller's copy: not changed afterwards) for the next flush."""
+        if pcm.dtype != _LE_I2 or not pcm.flags.c_contiguous:
+            pcm = np.ascontiguousarray(pcm, dtype=_LE_I2)
+        self._pending.append(pcm.data)
+        self.data_bytes += pcm.nbytes
         self._dirty = True
 
     def pad_to(self, n_samples: int) -> None:
@@ -66,15 +82,14 @@ class WavAppender:
         """Data first, then (with `header`) the header that counts it."""
         if not self._dirty:
             return
-        self._f.flush()
+        if self._pending:
+            data, self._pending = b"".join(self._pending), []
+            write_all(self._f, data)
         if not header:
             return
-        self._f.seek(4)
-        self._f.write(struct.pack("<I", 36 + self.data_bytes))
-        self._f.seek(40)
-        self._f.write(struct.pack("<I", self.data_bytes))
-        self._f.seek(0, os.SEEK_END)
-        self._f.flush()
+        # one positioned write of the whole header: no seeks, the append position stays
+        # (the file is not O_APPEND, where Linux would append a pwrite instead)
+        os.pwrite(self._f.fileno(), _header(self.sample_rate, self.data_bytes), 0)
         self._dirty = False
 
     def abandon(self) -> None:

@@ -3,15 +3,17 @@
 How this works: the audio event loop never touches the disk. Session code calls the
 `RolloutRecorder` methods, which only put a tuple on a thread-safe queue (no lock, no I/O,
 O(1); a frame's records together are one item: `RolloutSink.put_all`). The writer thread
-wakes for an item, lets `batch_window_s` (10 ms) of items gather, drains them as one batch,
-appends, then flushes every file it touched: one write per file per batch, so a SIGKILL loses
-at most the batch being written. (20 ms batches, side by side at 200 rollouts with
-`bench/capacity.py --writer batched batched-20ms`, saved no CPU: 129.5 vs 128.3 µs per
-frame; docs/pacing.md.) WAV headers are rewritten
-every `header_every` (10) batches of a rollout and at its end (a crash leaves a header that
-under-counts by at most that; readers trust the file size, `rig report --repair-wav` fixes
-it). Why batch: per-chunk flushes cost ~10 syscalls each and the GIL the loop needs; at 50
-rollouts the writer thread was the largest CPU user of the rig (py-spy, docs/pacing.md).
+wakes for an item, lets `batch_window_s` (10 ms) of items gather, drains them as one batch
+and appends them to each rollout's buffers. A rollout's files are flushed `flush_every_s`
+(100 ms) after their first unwritten record, and at once before a barrier, its metrics and
+its close: one write per file per flush, whole JSON lines, so a SIGKILL loses at most the
+last ~0.1 s of records and never leaves a broken line. WAV headers are rewritten at every
+`header_every`-th flush (1) and at the end, one `pwrite` each (a crash leaves a header that
+under-counts by at most one flush; readers trust the file size, `rig report --repair-wav`
+fixes it). Why: per-chunk flushes cost ~10 syscalls each and the GIL the loop needs; at 50
+rollouts the writer thread was the largest CPU user of the rig (py-spy, docs/pacing.md), and
+at 100-200 rollouts half of its time was the write syscalls of a flush every 10 ms batch
+(perf; side by side in `bench/capacity.py --writer`, docs/pacing.md).
 
 The queue is unbounded on purpose: a slow disk must never stall the audio loop, and a run
 must never drop what it heard. The backlog (items queued, not yet written) is measured; the
@@ -41,7 +43,7 @@ from rig.audio.pcm import Pcm16
 from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.jsonwrite import _json_line, describe_os_error, write_json_atomic
 from rig.recordings.lines import chunk_line
-from rig.recordings.wav import WavAppender
+from rig.recordings.wav import WavAppender, write_all
 from rig.redact import redact_urls
 
 _STOP = object()
@@ -75,9 +77,11 @@ class RecordingWriter:
         warn_backlog: int = 5_000,
         write_delay_s: float = 0.0,
         batch_window_s: float = 0.01,
-        header_every: int = 10,
+        flush_every_s: float = 0.1,
+        header_every: int = 1,
     ) -> None:
         self.batch_window_s = batch_window_s
+        self.flush_every_s = flush_every_s
         self.header_every = max(1, header_every)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._files: dict[str, _RolloutFiles] = {}
@@ -152,16 +156,28 @@ class RecordingWriter:
 
     def _run(self) -> None:
         stop = False
+        # rollouts with unwritten records -> when the first of them came (oldest first)
+        dirty: dict[str, float] = {}
         while not stop:
-            item = self._q.get()
-            if self.batch_window_s > 0 and item is not _STOP:
-                time.sleep(self.batch_window_s)  # let a batch gather: one write per file
-            batch = [item]
-            while len(batch) < 65_536:
-                try:
-                    batch.append(self._q.get_nowait())
-                except queue.Empty:
-                    break
+            try:
+                if dirty:
+                    oldest = next(iter(dirty.values()))
+                    wait_s = oldest + self.flush_every_s - time.monotonic()
+                    item = self._q.get(timeout=max(0.0, wait_s))
+                else:
+                    item = self._q.get()
+            except queue.Empty:
+                item = None  # nothing came: only the flushes that are due
+            batch = []
+            if item is not None:
+                if self.batch_window_s > 0 and item is not _STOP:
+                    time.sleep(self.batch_window_s)  # let a batch gather
+                batch.append(item)
+                while len(batch) < 65_536:
+                    try:
+                        batch.append(self._q.get_nowait())
+                    except queue.Empty:
+                        break
             touched: set[str] = set()
             for it in batch:
                 if it is _STOP:
@@ -169,23 +185,45 @@ class RecordingWriter:
                 elif it[0] == "many":  # one hand-off of several records (RolloutRecorder.gather)
                     for sub in it[2]:
                         self._apply_one(sub, touched)
+                elif it[0] == "barrier":  # everything before it on disk first
+                    self._flush_all(dirty, touched)
+                    self._apply_one(it, touched)
                 else:
                     self._apply_one(it, touched)
             self._done += len(batch)
+            now = time.monotonic()
             for key in touched:
-                files = self._files.get(key)
-                if files is not None:
-                    try:
-                        files.flushes += 1
-                        self._flush(files, header=files.flushes % self.header_every == 0)
-                    except Exception as exc:  # noqa: BLE001 - recorded against the rollout
-                        self._fail(key, exc)
+                if key not in dirty:
+                    dirty[key] = now
+            due = []
+            for key, since in dirty.items():
+                if now - since < self.flush_every_s:
+                    break
+                due.append(key)
+            for key in due:
+                del dirty[key]
+                self._flush_key(key)
         for key, files in list(self._files.items()):
             try:
                 self._close_files(files)
             except Exception as exc:  # noqa: BLE001 - recorded against the rollout
                 self._fail(key, exc, close=False)
         self._files.clear()
+
+    def _flush_all(self, dirty: dict[str, float], touched: set[str]) -> None:
+        for key in (*dirty, *touched):
+            self._flush_key(key)
+        dirty.clear()
+        touched.clear()
+
+    def _flush_key(self, key: str) -> None:
+        files = self._files.get(key)
+        if files is not None:
+            try:
+                files.flushes += 1
+                self._flush(files, header=files.flushes % self.header_every == 0)
+            except Exception as exc:  # noqa: BLE001 - recorded against the rollout
+                self._fail(key, exc)
 
     def _apply_one(self, item: tuple[Any, ...], touched: set[str]) -> None:
         try:
@@ -295,7 +333,7 @@ class RecordingWriter:
                 data = "".join(lines).encode("utf-8")
                 lines.clear()
                 try:
-                    _write_all(f, data)
+                    write_all(f, data)
                 except OSError as exc:
                     exc.filename = exc.filename or getattr(f, "name", None)
                     raise
@@ -331,16 +369,6 @@ class RecordingWriter:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def _write_all(f: BinaryIO, data: bytes) -> None:
-    """An unbuffered file may take part of `data`: write the rest (or raise)."""
-    view = memoryview(data)
-    while view:
-        n = f.write(view)
-        if not n:
-            raise OSError(errno.EIO, "short write", getattr(f, "name", None))
-        view = view[n:]
 
 
 def _close_quietly(files: _RolloutFiles) -> None:

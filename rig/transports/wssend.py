@@ -14,16 +14,81 @@ same message and the session's send deadline still fires.
 `write_now` is the synchronous half, for the session's tick (rig.sessiontick): it writes only
 when `can_write_now` (the same conditions, and the transport not paused) and never waits; a
 transport it leaves paused is drained by the next frame's `send_message`, as before.
+
+A binary message on a connection without extensions (no permessage-deflate: the rig's own
+connections) is framed here, not through `Frame.serialize`: the same bytes RFC 6455 asks
+for, the masking key from `os.urandom` drawn 4 KiB at a time (one `getrandom` per 1 024
+frames, not one per frame) instead of `secrets.token_bytes(4)` per frame; 1.7 -> 0.4 µs a
+frame on the 2-core VM. Anything else (text, extensions, a fragmented message, a logger at
+debug level) goes through the sans-I/O protocol as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import struct
 from collections.abc import Iterable
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
+from websockets.protocol import Protocol, Side, State
+
+try:  # websockets' C mask (its frames module picks it the same way)
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - a websockets built without its C extension
+    from websockets.utils import apply_mask
+
+_HEAD_SHORT = struct.Struct("!BB")
+_HEAD_16 = struct.Struct("!BBH")
+_HEAD_64 = struct.Struct("!BBQ")
+_FIN_BINARY = 0x82  # FIN bit and opcode 2 (binary), no RSV bits: no extension touched it
+
+
+class _MaskKeys:
+    """Masking keys (RFC 6455 5.3: from a strong source of entropy) out of `os.urandom`,
+    read in blocks so that a frame does not cost a syscall."""
+
+    def __init__(self, block: int = 4096) -> None:
+        self._block = block
+        self._buf = b""
+        self._pos = 0
+
+    def take(self) -> bytes:
+        pos = self._pos
+        if pos + 4 > len(self._buf):
+            self._buf, pos = os.urandom(self._block), 0
+        self._pos = pos + 4
+        return self._buf[pos : pos + 4]
+
+
+_KEYS = _MaskKeys()
+
+
+def binary_frame(data: bytes, mask: bool) -> bytes:
+    """One final binary frame of `data` (masked: a client's), as `Frame.serialize` builds it."""
+    n = len(data)
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head = _HEAD_SHORT.pack(_FIN_BINARY, bit | n)
+    elif n < 65536:
+        head = _HEAD_16.pack(_FIN_BINARY, bit | 126, n)
+    else:
+        head = _HEAD_64.pack(_FIN_BINARY, bit | 127, n)
+    if not mask:
+        return head + data
+    key = _KEYS.take()
+    return b"".join((head, key, apply_mask(data, key)))
+
+
+def _plain(protocol: Protocol) -> bool:
+    """Can a binary message skip `Frame.serialize` (nothing it would do differently)?"""
+    return not (
+        protocol.extensions
+        or protocol.debug
+        or protocol.expect_continuation_frame
+        or protocol.state is not State.OPEN
+    )
 
 
 def can_write_now(ws: Connection) -> bool:
@@ -40,10 +105,13 @@ def can_write_now(ws: Connection) -> bool:
 
 def _frame(ws: Connection, message: str | bytes) -> None:
     """One message into the sans-I/O protocol's output (written by `send_data`)."""
+    protocol = ws.protocol
     if isinstance(message, str):
-        ws.protocol.send_text(message.encode())
+        protocol.send_text(message.encode())
+    elif _plain(protocol):
+        protocol.writes.append(binary_frame(message, protocol.side is Side.CLIENT))
     else:
-        ws.protocol.send_binary(message)
+        protocol.send_binary(message)
 
 
 def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
