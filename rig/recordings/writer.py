@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from rig.audio.pcm import Pcm16
+from rig.clock.base import MonotonicClock
 from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.jsonwrite import _json_line, describe_os_error, write_json_atomic
 from rig.recordings.lines import chunk_line
@@ -82,6 +83,7 @@ class RecordingWriter:
     ) -> None:
         self.batch_window_s = batch_window_s
         self.flush_every_s = flush_every_s
+        self._clock = MonotonicClock()  # when a rollout's oldest unwritten record came
         self.header_every = max(1, header_every)
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._files: dict[str, _RolloutFiles] = {}
@@ -162,7 +164,7 @@ class RecordingWriter:
             try:
                 if dirty:
                     oldest = next(iter(dirty.values()))
-                    wait_s = oldest + self.flush_every_s - time.monotonic()
+                    wait_s = oldest + self.flush_every_s - self._now_s()
                     item = self._q.get(timeout=max(0.0, wait_s))
                 else:
                     item = self._q.get()
@@ -191,7 +193,7 @@ class RecordingWriter:
                 else:
                     self._apply_one(it, touched)
             self._done += len(batch)
-            now = time.monotonic()
+            now = self._now_s()
             for key in touched:
                 if key not in dirty:
                     dirty[key] = now
@@ -209,6 +211,9 @@ class RecordingWriter:
             except Exception as exc:  # noqa: BLE001 - recorded against the rollout
                 self._fail(key, exc, close=False)
         self._files.clear()
+
+    def _now_s(self) -> float:
+        return self._clock.now_ns() / 1e9
 
     def _flush_all(self, dirty: dict[str, float], touched: set[str]) -> None:
         for key in (*dirty, *touched):
