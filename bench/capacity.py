@@ -105,8 +105,8 @@ def start_proc(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(0)
 
 
-#: the writer as it was (a flush and WAV header rewrite per record), as it is (10 ms
-#: batches, headers every 10th batch) and with 20 ms batches, for side-by-side CPU per frame
+#: writer modes side by side, CPU per frame: (batch window s, flush interval s, header every
+#: N flushes) -- a write per record, a write per 10 ms batch (until 2026-12-02), the default
 WRITERS = {
     "per-record": (0.0, 0.0, 1),  # every record written at once
     "flush-10ms": (0.01, 0.0, 10),  # the writer until 2026-12-02: every batch written

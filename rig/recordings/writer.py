@@ -216,7 +216,7 @@ class RecordingWriter:
         return self._clock.now_ns() / 1e9
 
     def _flush_all(self, dirty: dict[str, float], touched: set[str]) -> None:
-        for key in (*dirty, *touched):
+        for key in dict.fromkeys((*dirty, *touched)):  # each once, oldest first
             self._flush_key(key)
         dirty.clear()
         touched.clear()
