@@ -24,12 +24,14 @@ from websockets.frames import DATA_OPCODES, Frame, Opcode
 from websockets.protocol import Event
 
 from rig.errors import ProtocolError
+from rig.transports.wsread import BufferedReads
 
 OnMessage = Callable[[str | bytes], None]
 
 
-class DirectConnection(ServerConnection):
-    """A ServerConnection whose data messages can be handed to a callback synchronously."""
+class DirectConnection(BufferedReads, ServerConnection, asyncio.BufferedProtocol):
+    """A ServerConnection whose data messages can be handed to a callback synchronously
+    (read into a buffer per thread, not a 256 KiB bytes object per read: rig.transports.wsread)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -35,6 +35,7 @@ from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports.base import Transport
+from rig.transports.wsread import BufferedReads
 from rig.transports.wssend import can_write_now, send_message, write_now
 
 
@@ -69,11 +70,14 @@ class ArrivalStamps:
         super().process_event(event)  # type: ignore[misc]
 
 
-class StampedConnection(ArrivalStamps, ClientConnection):
-    """A client connection that remembers when each message's last byte came off the socket."""
+class StampedConnection(BufferedReads, ArrivalStamps, ClientConnection, asyncio.BufferedProtocol):
+    """A client connection that remembers when each message's last byte came off the socket
+    (read into a buffer per thread: rig.transports.wsread)."""
 
 
-class StampedServerConnection(ArrivalStamps, ServerConnection):
+class StampedServerConnection(
+    BufferedReads, ArrivalStamps, ServerConnection, asyncio.BufferedProtocol
+):
     """The server side of the same stamping (the recording proxy's client-facing end)."""
 
 
