@@ -34,7 +34,7 @@ class BufferedReads:
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view = getattr(_THREAD, "view", None)
-        if view is None or len(view) < sizehint:  # uvloop passes a hint (64 KiB)
+        if view is None or len(view) < sizehint:  # the SSL layer passes its read size
             view = _THREAD.view = memoryview(bytearray(max(READ_BYTES, sizehint)))
         self._read_view = view  # what this read fills, whatever another thread does
         return view
