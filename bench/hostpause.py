@@ -147,7 +147,12 @@ def run_observers(
         )
         for cpu in cpus
     ]
-    rows = [json.loads(p.communicate()[0]) for p in procs]
+    rows = []
+    for cpu, p in zip(cpus, procs, strict=True):
+        out = p.communicate()[0]
+        if p.returncode != 0:
+            raise SystemExit(f"hostpause: the observer on CPU {cpu} failed (exit {p.returncode})")
+        rows.append(json.loads(out))
     min_ns = int(threshold_ms * 1e6)
     pauses = host_pauses([[(int(a), int(b)) for a, b in r["late"]] for r in rows], min_ns)
     return {
