@@ -59,7 +59,8 @@ def run(tmp_path: Path, url: str, run_id: str, *extra: str) -> Path:
     out = tmp_path / "out"
     r = subprocess.run(
         [sys.executable, "-m", "rig", "run", str(tmp_path / "s.toml"), "--target", url,
-         "--out", str(out), "--run-id", run_id, "--headless", "--seed", "7", *extra],
+         "--out", str(out), "--run-id", run_id, "--headless", "--seed", "7",
+         "--retry-invalid", "2", *extra],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]

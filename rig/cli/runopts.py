@@ -189,6 +189,15 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         help="a received chunk whose arrival stamp may be this late (the event loop's lag "
         "at its arrival) makes a rollout's timing not valid (default 20: one frame)",
     )
+    p.add_argument(
+        "--retry-invalid",
+        type=int,
+        metavar="N",
+        default=default("retry_invalid"),
+        help="run a rollout again, up to N more times, when its own timing was not valid (a "
+        "stalled loop, a paused machine); each earlier attempt is kept as <id>.failed-K and "
+        "counted as a retry; a resume with N > 0 redoes invalid rollouts too (default 0)",
+    )
 
 
 def add_engine_options(g: Any) -> None:

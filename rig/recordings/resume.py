@@ -26,6 +26,7 @@ OPERATIONAL = frozenset(
         "headless",
         "mqtt",
         "force_resume",
+        "retry_invalid",
     }
 )
 

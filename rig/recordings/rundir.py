@@ -11,7 +11,7 @@ import shutil
 from typing import Any
 
 from rig import safejson
-from rig.ids import attempt_name
+from rig.ids import attempt_name, count_retries
 from rig.status import DONE as DONE_STATUSES
 
 
@@ -30,6 +30,14 @@ def done_status(rollout_dir: str) -> str | None:
     if isinstance(m, dict) and m.get("status") in DONE_STATUSES:
         return str(m["status"])
     return None
+
+
+def attempt_counts(rollouts_dir: str) -> dict[str, int]:
+    """Rollout id -> earlier attempts kept beside it (`<id>.failed-K`); none: {}."""
+    try:
+        return count_retries(os.listdir(rollouts_dir))
+    except OSError:
+        return {}
 
 
 def move_aside(d: str) -> None:

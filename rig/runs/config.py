@@ -300,6 +300,7 @@ _INTS: tuple[tuple[str, Callable[[RunConfig], Any], int, int], ...] = (
     ("--concurrency", lambda c: c.scale.concurrency, 1, 100_000),
     ("--connect-concurrency", lambda c: c.scale.connect_concurrency, 1, 100_000),
     ("--repeat", lambda c: c.scale.repeat, 1, 1_000_000),
+    ("--retry-invalid", lambda c: c.scale.retry_invalid, 0, 100),
     ("--rt-priority", lambda c: c.scale.rt_priority, 0, 99),
     ("--workers", lambda c: c.scale.workers, 1, 256),
 )

@@ -48,6 +48,7 @@ def runner_settings(
         manifest_name="manifest.json" if k is None else workers.worker_manifest_name(k),
         rt_priority=config.scale.rt_priority,
         force_resume=config.output.force_resume,
+        retry_invalid=config.scale.retry_invalid,
         tolerance=config.tolerance,
         shard=config.scale.shard,
         node=role.node_id,

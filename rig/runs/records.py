@@ -97,6 +97,9 @@ class Scale:
     connect_concurrency: int = opt(8, "--connect-concurrency")
     workers: int | str = opt(AUTO, "--workers", "int|auto")
     repeat: int = opt(1, "--repeat")
+    #: run a rollout again, up to this many more times, when its own timing failed
+    #: (timing_valid false: a stalled loop, a paused machine); earlier attempts are kept
+    retry_invalid: int = opt(0, "--retry-invalid")
     rt_priority: int = opt(3, "--rt-priority")
     loop: str = opt("asyncio", "--loop", choices=("asyncio", "uvloop"))
     shard: Shard | None = opt(None, "--shard", Shard)

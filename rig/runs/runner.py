@@ -24,7 +24,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import math
 import os
 import random
 import socket
@@ -50,18 +49,16 @@ from rig.loopwatch import AutoGate, LoopWatch
 from rig.recordings import resume
 from rig.recordings.jsonwrite import describe_os_error, write_json_atomic
 from rig.recordings.manifest import build_manifest, utc_now
-from rig.recordings.rundir import move_aside, read_json, rollout_done
+from rig.recordings.rundir import attempt_counts, move_aside, read_json, rollout_done
 from rig.recordings.sink import Publish
 from rig.recordings.writer import DISK_FULL_ERRNOS, RecordingWriter
 from rig.runs.eventloop import event_loop
 from rig.runs.metricsfile import redacted, write_metrics_json
+from rig.runs.phases import phase_of
+from rig.runs.retry import redo_invalid, run_with_retries
 from rig.session import Session, SessionConfig
 from rig.shard import Shard
 from rig.transports.base import Transport
-
-#: instants per frame period that stream phases are put on (1 ms apart for 20 ms frames):
-#: few enough that one wake-up serves several streams, enough to keep bursts small
-PHASE_SLOTS = 20
 
 
 @dataclass
@@ -98,6 +95,9 @@ class RunnerSettings:
     tolerance: TimingTolerance = field(default_factory=TimingTolerance)
     #: resume into a run directory recorded with another configuration (recorded)
     force_resume: bool = False
+    #: run a rollout again, up to this many more times, when its own timing was not valid;
+    #: every earlier attempt is kept beside as `<id>.failed-K` (rig.recordings.rundir)
+    retry_invalid: int = 0
     manifest_name: str = "manifest.json"  # a worker's own (rig.runs.workers)
     #: run only this slice of the rollouts (rig.shard; docs/scale-out.md)
     shard: Shard | None = None
@@ -116,6 +116,7 @@ class RunnerSettings:
             "analyze": self.analyze,
             "rt_priority": self.rt_priority,
             "timing_tolerance": self.tolerance.as_dict(),
+            "retry_invalid": max(0, self.retry_invalid),
             **self.config,  # a worker records the run's totals (rig.runs.workers)
         }
 
@@ -163,6 +164,9 @@ class Runner:
             "shard": s.shard.label if s.shard is not None else None,
         }
         self.force_resume = s.force_resume
+        self.retry_invalid = max(0, s.retry_invalid)
+        #: rollout id -> attempts of this run redone because their own timing failed
+        self.retried: dict[str, int] = {}
         self.start_interval_ns = round(max(0.0, s.start_interval_s) * 1e9)
         self._next_start_ns = 0
         self.analyze = s.analyze
@@ -263,12 +267,16 @@ class Runner:
         gate = auto or asyncio.Semaphore(self.concurrency)
         open_gate = asyncio.Semaphore(self.connect_gate_size)
         todo = []
+        earlier = await self.io.run(attempt_counts, os.path.join(self.run_dir, "rollouts"))
         for spec in specs:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
-                self.results[spec.rollout_id] = await self.io.run(
-                    read_json, os.path.join(d, "metrics.json")
-                )
+                done = await self.io.run(read_json, os.path.join(d, "metrics.json"))
+                if redo_invalid(done, earlier.get(spec.rollout_id, 0), self.retry_invalid):
+                    self.progress(f"{spec.rollout_id}: its own timing was not valid, redone")
+                    todo.append(spec)
+                    continue
+                self.results[spec.rollout_id] = done
                 self.progress(f"{spec.rollout_id}: already done, skipped")
                 continue
             todo.append(spec)
@@ -284,7 +292,15 @@ class Runner:
                 self._next_start_ns = start + self.start_interval_ns
                 if start > now:
                     await self.clock.sleep_until(start)
-                self.results[spec.rollout_id] = await self._run_one(spec, open_gate)
+                result = await run_with_retries(
+                    spec.rollout_id,
+                    lambda: self._run_one(spec, open_gate),
+                    self.retry_invalid,
+                    lambda: self.stop_reason is not None,
+                    self.progress,
+                    self.retried,
+                )
+                self.results[spec.rollout_id] = result
 
         await self.io.start()
         try:
@@ -306,6 +322,7 @@ class Runner:
                 rid for rid, r in self.results.items() if r.get("timing_valid") is False
             )
             manifest["timing_invalid"] = invalid
+            manifest["retried_invalid"] = dict(sorted(self.retried.items()))
             manifest["concurrency_auto"] = auto.aimd.summary() if auto else None
             if len(self.results) == len(specs):
                 manifest["status"] = "done"
@@ -339,6 +356,7 @@ class Runner:
             await self.io.run(move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
+            self._phase_counter += 1
             session = Session(
                 spec.rollout_id,
                 transport,
@@ -348,7 +366,7 @@ class Runner:
                 spec.session_config,
                 publish,
                 spec.meta,
-                phase=self._next_phase(),
+                phase=phase_of(self._phase_counter - 1),
                 watch=self.watch,
                 tolerance=self.tolerance,
             )
@@ -381,21 +399,6 @@ class Runner:
             )
         )
         return metrics
-
-    def _next_phase(self) -> float:
-        """Spread streams over the frame period: 0, 1/2, 1/4, 3/4, ... (bit-reversal order),
-        so that any number of concurrent streams are near-evenly spaced, on one of
-        `PHASE_SLOTS` instants of the period: streams on one slot share a deadline, so one
-        timer wake-up serves them all (rig.sessiontick), and none is sent early."""
-        k = self._phase_counter
-        self._phase_counter += 1
-        phase, bit = 0.0, 0.5
-        while k:
-            if k & 1:
-                phase += bit
-            k >>= 1
-            bit /= 2
-        return math.floor(phase * PHASE_SLOTS) / PHASE_SLOTS
 
     async def _finish_metrics(
         self, d: str, spec: RolloutSpec, metrics: dict[str, Any], log: SessionLog | None

@@ -294,8 +294,10 @@ def merge(
     merged["rollouts"] = {}
     counts: Counter[str] = Counter()
     invalid: list[str] = []
+    retried: dict[str, int] = {}
     targets: list[Any] = []
     for p in parts:
+        retried.update(p.get("retried_invalid") or {})
         merged["rollouts"].update(p.get("rollouts") or {})
         counts.update(p.get("status_counts") or {})
         invalid += p.get("timing_invalid") or []
@@ -312,6 +314,7 @@ def merge(
     merged["targets"] = targets
     merged["status_counts"] = dict(counts)
     merged["timing_invalid"] = sorted(invalid)
+    merged["retried_invalid"] = dict(sorted(retried.items()))
     merged["stop_reason"] = next((p["stop_reason"] for p in parts if p.get("stop_reason")), None)
     merged["workers"] = {
         "n": workers,

@@ -170,6 +170,7 @@ class _Rollout:
         self.up = _Track()
         self.down = _Track()
         self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
+        self.attempts = 1  # > 1: run again after its own timing failed (--retry-invalid)
 
 
 #: round trips kept per rollout for the view's RTT-over-time line (one a second: a minute)
@@ -355,6 +356,8 @@ class Reducer:
     def _status(self, r: _Rollout, ev: TelemetryEvent) -> None:
         d = ev.data
         state = str(d.get("state", r.state))
+        if r.state == "done" and state in ("connecting", "running"):
+            r = self._again(r)  # `--retry-invalid`: the row shows the new attempt
         if d.get("target") is not None:
             r.target = str(d["target"])
         if d.get("dialect") is not None:
@@ -379,6 +382,20 @@ class Reducer:
         r.reason = d.get("reason")
         text = state + (f" {r.status}" if r.status else "") + (f": {r.reason}" if r.reason else "")
         self._recent(r, ev, text)
+
+    def _again(self, r: _Rollout) -> _Rollout:
+        """A finished rollout started again (its own timing was not valid): a fresh row, so
+        the new attempt's stalls and verdict are not added to the old one's; the earlier
+        attempts are counted and the recent events kept."""
+        fresh = _Rollout(r.run_id, r.rollout_id, self.config.recent_events)
+        fresh.attempts = r.attempts + 1
+        fresh.recent = r.recent
+        fresh.first_t_ns = r.first_t_ns
+        fresh.target, fresh.dialect, fresh.transport = r.target, r.dialect, r.transport
+        key = (r.run_id, r.rollout_id)
+        self._done.pop(key, None)
+        self._rollouts[key] = fresh
+        return fresh
 
     def _recent(self, r: _Rollout, ev: TelemetryEvent, text: str) -> None:
         r.recent.append(RecentEvent(ev.t_ns, ev.kind, text))

@@ -137,6 +137,31 @@ def test_reducer_lateness_percentiles_window_and_stalls() -> None:
     assert snap.elapsed_s == pytest.approx(1.98)
 
 
+def test_a_rollout_run_again_shows_its_new_attempt_not_the_sum() -> None:
+    """`--retry-invalid`: the same rollout id starts again after a done with timing not valid;
+    the row shows the new attempt's stalls and verdict, and the fleet counts it once."""
+    r = Reducer(ReducerConfig(stall_threshold_ns=20 * MS))
+    r.apply(events.status("run", "r0", 0, "running", target="ws://x"))
+    for k in range(3):
+        r.apply(up(k, k * 20 * MS, 60 * MS))  # three stalls
+    bad = "3 stalled frames"
+    r.apply(events.status("run", "r0", S, "done", status="ok", timing_valid=False,
+                          timing_reason=bad))  # fmt: skip
+    first = r.snapshot(S).rollout("r0")
+    assert first is not None and first.stalls == 3 and first.timing_valid is False
+    r.apply(events.status("run", "r0", 2 * S, "connecting", target="ws://x"))
+    again = r.snapshot(2 * S).rollout("r0")
+    assert again is not None and again.state == "connecting"
+    assert again.stalls == 0 and again.timing_valid is None and again.target == "ws://x"
+    for k in range(3):
+        r.apply(up(k, 2 * S + k * 20 * MS, 1 * MS))
+    r.apply(events.status("run", "r0", 3 * S, "done", status="ok", timing_valid=True))
+    snap = r.snapshot(3 * S)
+    final = snap.rollout("r0")
+    assert final is not None and final.stalls == 0 and final.timing_valid is True
+    assert snap.summary.done == 1 and snap.summary.timing_invalid == 0 and snap.summary.stalls == 0
+
+
 def test_reducer_timeline_strip_marks_speech_cells() -> None:
     cfg = ReducerConfig(timeline_span_ns=10 * S, timeline_cells=10)
     r = Reducer(cfg)
