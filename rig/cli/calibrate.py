@@ -48,6 +48,13 @@ def add_parser(sub: Any) -> None:
         default=1.0,
         help="refuse when repeats disagree by more than this",
     )
+    p.add_argument(
+        "--attempts",
+        type=int,
+        default=3,
+        help="measure again when the repeats disagree, up to this many measurements in all; "
+        "the refused ones are listed and kept in the JSON (default: 3)",
+    )
     p.add_argument("--store", help="calibration directory (default ~/.config/rig/calibrations)")
     p.add_argument("--no-store", action="store_true", help="measure only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("name the loopback: --device NAME, or --input NAME --output NAME")
     if args.repeats < 3:
         raise ConfigError("--repeats must be at least 3 (the spread needs repeats)")
+    if args.attempts < 1:
+        raise ConfigError("--attempts must be at least 1")
     settings = StreamSettings(
         rate=args.rate,
         input=inp,
@@ -96,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             probe=args.probe,
             max_latency_s=args.max_latency_ms / 1e3,
             max_spread_ms=args.max_spread_ms,
+            attempts=args.attempts,
         )
     )
     doc = result.as_dict()
@@ -131,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
             f"99.9 % of its energy within {ir['length_ms']:.1f} ms of {ir['t0_ms']:.3f} ms "
             "(kept for --cancel-own-echo)"
         )
+    for k, why in enumerate(doc["refused_attempts"], 1):
+        print(f"attempt {k} refused: {why}")
     if doc["xruns"]:
         print("xruns: " + ", ".join(f"{k} {v}" for k, v in doc["xruns"].items()))
     if "stored_at" in doc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from rig.clock.base import Clock, MonotonicClock
 from rig.core.units import NS_PER_S
 from rig.device.binding import Backend
 from rig.device.calibrate import (
+    CalibrationRefused,
     CalibrationStats,
     Detection,
     find_probe,
@@ -66,6 +67,8 @@ class LoopbackResult:
     xruns: dict[str, int] = field(default_factory=dict)
     #: the path's impulse response (the rig's own echo, for --cancel-own-echo)
     response: ImpulseResponse | None = None
+    #: earlier attempts refused (repeats that disagreed), why: kept, never hidden
+    refused: tuple[str, ...] = ()
 
     @property
     def reported_latency_ms(self) -> float | None:
@@ -97,6 +100,8 @@ class LoopbackResult:
             "pa_clock_in": self.pa_clock_in.as_dict(),
             "pa_clock_out": self.pa_clock_out.as_dict(),
             "xruns": dict(self.xruns),
+            "attempts": len(self.refused) + 1,
+            "refused_attempts": list(self.refused),
             "impulse_response": None if self.response is None else self.response.as_dict(),
         }
 
@@ -122,12 +127,62 @@ async def measure_round_trip(
     timeout_s: float = 30.0,
     clock: Clock | None = None,
     response_ms: float = LENGTH_MS,
+    attempts: int = 1,
 ) -> LoopbackResult:
     """Play `repeats` probes through the loopback and return the checked round trip.
 
-    Raises DeviceError for devices/formats that do not work or audio that never flows,
-    and CalibrationRefused (a DeviceError) when the repeats are missing or disagree.
+    A measurement whose repeats disagree (or were not all found) is made again on a fresh
+    stream, up to `attempts` in all: a path's latency can move for a moment (an xrun, a
+    paused VM, a sound server adapting its buffer), and one disturbed measurement should
+    not fail a calibration a second one would pass. The refused attempts' reasons are kept
+    in the result (`refused`). Raises DeviceError for devices/formats that do not work or
+    audio that never flows, and CalibrationRefused (a DeviceError) when every attempt was
+    refused.
     """
+    if attempts < 1:
+        raise DeviceError("attempts must be at least 1")
+    refused: list[str] = []
+    while True:
+        try:
+            result = await _measure_once(
+                backend,
+                settings,
+                repeats=repeats,
+                probe=probe,
+                max_latency_s=max_latency_s,
+                settle_s=settle_s,
+                max_spread_ms=max_spread_ms,
+                timeout_s=timeout_s,
+                clock=clock,
+                response_ms=response_ms,
+            )
+        except CalibrationRefused as exc:
+            refused.append(exc.reason)
+            if len(refused) >= attempts:
+                if attempts == 1:
+                    raise
+                raise CalibrationRefused(
+                    f"all {attempts} attempts refused: " + "; ".join(refused),
+                    exc.round_trips_ms,
+                ) from None
+            continue
+        return replace(result, refused=tuple(refused))
+
+
+async def _measure_once(
+    backend: Backend,
+    settings: StreamSettings,
+    *,
+    repeats: int,
+    probe: str,
+    max_latency_s: float,
+    settle_s: float,
+    max_spread_ms: float,
+    timeout_s: float,
+    clock: Clock | None,
+    response_ms: float,
+) -> LoopbackResult:
+    """One measurement on one stream (measure_round_trip)."""
     if repeats < 1:
         raise DeviceError("repeats must be at least 1")
     clock = clock or MonotonicClock()
@@ -183,12 +238,21 @@ async def measure_round_trip(
         detections.append(det)
         t_in = in_clock.time_ns(det.position_frames)
         round_trips_ms.append((t_in - t_out) / 1e6)
-    stats = summarize(
-        round_trips_ms,
-        max_spread_ms=max_spread_ms,
-        min_repeats=min(3, repeats),
-        expected_repeats=repeats,
-    )
+    try:
+        stats = summarize(
+            round_trips_ms,
+            max_spread_ms=max_spread_ms,
+            min_repeats=min(3, repeats),
+            expected_repeats=repeats,
+        )
+    except CalibrationRefused as exc:
+        if not xruns:
+            raise
+        seen = ", ".join(f"{n} {name}" for name, n in sorted(xruns.items()))
+        raise CalibrationRefused(
+            f"{exc.reason}; the device reported {seen} meanwhile (its latency can move at one)",
+            exc.round_trips_ms,
+        ) from None
     # the response must end inside the silent gap after each probe
     room_ms = gap_frames * 1000.0 / rate - stats.median_ms - 5.0
     response = measure_response(

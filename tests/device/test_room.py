@@ -171,6 +171,7 @@ def test_own_echo_at_minus_6_db_is_cancelled_and_replies_are_timed_on_the_clean_
                 StreamSettings(RATE, DEV, DEV),
                 repeats=3,
                 max_latency_s=0.2,
+                attempts=3,
             )
         )
         own = result.as_dict()
@@ -250,7 +251,7 @@ def test_a_room_that_moved_since_calibration_is_flagged_not_timed(tmp_path: Path
         result = asyncio.run(
             measure_round_trip(
                 get_backend("sounddevice"), StreamSettings(RATE, DEV, DEV), repeats=3,
-                max_latency_s=0.2,
+                max_latency_s=0.2, attempts=3,
             )
         )  # fmt: skip
         CalibrationStore(store).save(result.as_dict())
@@ -340,7 +341,7 @@ def test_rig_run_cancel_own_echo_over_the_room(tmp_path: Path) -> None:
         result = asyncio.run(
             measure_round_trip(
                 get_backend("sounddevice"), StreamSettings(RATE, DEV, DEV), repeats=3,
-                max_latency_s=0.2,
+                max_latency_s=0.2, attempts=3,
             )
         )  # fmt: skip
         own = tmp_path / "own.json"  # what `rig calibrate --json` prints
@@ -351,6 +352,7 @@ def test_rig_run_cancel_own_echo_over_the_room(tmp_path: Path) -> None:
         dut, truth_path = _start_dut(
             tmp_path, room, "--latency-ms", "0", "--endpoint-silence-ms", "150", "--reply-s", "0.5"
         )
+        flagged: list[tuple[int, list[str]]] = []
         for attempt in range(ATTEMPTS):
             argv = [
                 "run", WAV, "--transport", "device", "--output", DEV, "--input", DEV,
@@ -361,11 +363,16 @@ def test_rig_run_cancel_own_echo_over_the_room(tmp_path: Path) -> None:
             code = rig_main(argv)
             d = tmp_path / "out" / f"r{attempt}" / "rollouts" / "turn_what"
             m = json.loads((d / "metrics.json").read_text())
-            if m["device_xruns"] == 0:
+            if code == 0:
                 break
-            assert code == 3 and m["timing_valid"] is False  # flagged: exit 3
+            # a flagged rollout is honest (exit 3); on a loaded box one attempt can be hit by
+            # xruns, or by a residual echo after the path moved at one: run it again
+            assert code == 3 and m["timing_valid"] is False, m.get("reason")
+            flagged.append((m["device_xruns"], m["rig_timing"]["reasons"]))
         else:
-            pytest.skip(f"sound-card xruns in all {ATTEMPTS} rollouts (a loaded box)")
+            if all(xruns for xruns, _ in flagged):
+                pytest.skip(f"sound-card xruns in all {ATTEMPTS} rollouts (a loaded box)")
+            pytest.fail(f"every attempt flagged: {flagged}")
     finally:
         if dut is not None:
             dut.send_signal(2)

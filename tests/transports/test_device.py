@@ -139,7 +139,7 @@ def _start_sim(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]
 
 async def _calibrate(name: str) -> dict[str, Any]:
     result = await measure_round_trip(
-        get_backend("sounddevice"), StreamSettings(RATE, name, name), repeats=4
+        get_backend("sounddevice"), StreamSettings(RATE, name, name), repeats=4, attempts=3
     )
     return result.as_dict()
 
