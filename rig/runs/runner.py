@@ -274,6 +274,8 @@ class Runner:
                 done = await self.io.run(read_json, os.path.join(d, "metrics.json"))
                 if redo_invalid(done, earlier.get(spec.rollout_id, 0), self.retry_invalid):
                     self.progress(f"{spec.rollout_id}: its own timing was not valid, redone")
+                    # the recorded attempts count against N: the redo is the next retry
+                    self.retried[spec.rollout_id] = earlier.get(spec.rollout_id, 0) + 1
                     todo.append(spec)
                     continue
                 self.results[spec.rollout_id] = done
@@ -299,6 +301,7 @@ class Runner:
                     lambda: self.stop_reason is not None,
                     self.progress,
                     self.retried,
+                    tries=self.retried.get(spec.rollout_id, 0),
                 )
                 self.results[spec.rollout_id] = result
 
