@@ -190,6 +190,7 @@ def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:
     if bad:
         lines.append(
             f"rig run: {len(bad)} of {len(rollouts)} rollouts have timing_valid false: ask for "
-            "fewer at once (--concurrency), or see docs/pacing.md"
+            "fewer at once (--concurrency), run them again where the machine itself pauses "
+            "(--retry-invalid N), or see docs/pacing.md"
         )
     return lines
