@@ -25,11 +25,11 @@ async def run_with_retries(
     stopped: Callable[[], bool],
     progress: Callable[[str], None],
     retried: dict[str, int],
-    tries: int = 0,
 ) -> dict[str, Any]:
-    """Run once, then again while the timing was not valid, until `limit` retries in all;
-    `tries`: retries already made (a resume's redo of a recorded attempt is one). `retried`
-    records how many times each rollout was run again (the manifest's)."""
+    """Run once, then again while the timing was not valid, until `limit` retries in all.
+    `retried` holds how many times each rollout was run again (the manifest's), a resume's
+    redo of a recorded attempt already counted in it."""
+    tries = retried.get(rollout_id, 0)
     result = await run_once()
     while result.get("timing_valid") is False and tries < limit and not stopped():
         tries += 1

@@ -272,10 +272,11 @@ class Runner:
             d = os.path.join(self.run_dir, "rollouts", spec.rollout_id)
             if rollout_done(d):
                 done = await self.io.run(read_json, os.path.join(d, "metrics.json"))
-                if redo_invalid(done, earlier.get(spec.rollout_id, 0), self.retry_invalid):
+                beside = earlier.get(spec.rollout_id, 0)
+                if redo_invalid(done, beside, self.retry_invalid):
                     self.progress(f"{spec.rollout_id}: its own timing was not valid, redone")
                     # the recorded attempts count against N: the redo is the next retry
-                    self.retried[spec.rollout_id] = earlier.get(spec.rollout_id, 0) + 1
+                    self.retried[spec.rollout_id] = beside + 1
                     todo.append(spec)
                     continue
                 self.results[spec.rollout_id] = done
@@ -301,7 +302,6 @@ class Runner:
                     lambda: self.stop_reason is not None,
                     self.progress,
                     self.retried,
-                    tries=self.retried.get(spec.rollout_id, 0),
                 )
                 self.results[spec.rollout_id] = result
 
@@ -359,6 +359,7 @@ class Runner:
             await self.io.run(move_aside, d)  # disk work off the audio loop
             transport = spec.make_transport(self.clock, open_gate)
             rec = self.writer.rollout(d, spec.plan.sample_rate)
+            phase = phase_of(self._phase_counter)
             self._phase_counter += 1
             session = Session(
                 spec.rollout_id,
@@ -369,7 +370,7 @@ class Runner:
                 spec.session_config,
                 publish,
                 spec.meta,
-                phase=phase_of(self._phase_counter - 1),
+                phase=phase,
                 watch=self.watch,
                 tolerance=self.tolerance,
             )

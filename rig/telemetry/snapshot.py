@@ -170,7 +170,6 @@ class _Rollout:
         self.up = _Track()
         self.down = _Track()
         self.recent: deque[RecentEvent] = deque(maxlen=recent_n)
-        self.attempts = 1  # > 1: run again after its own timing failed (--retry-invalid)
 
 
 #: round trips kept per rollout for the view's RTT-over-time line (one a second: a minute)
@@ -385,10 +384,9 @@ class Reducer:
 
     def _again(self, r: _Rollout) -> _Rollout:
         """A finished rollout started again (its own timing was not valid): a fresh row, so
-        the new attempt's stalls and verdict are not added to the old one's; the earlier
-        attempts are counted and the recent events kept."""
+        the new attempt's stalls and verdict are not added to the old one's; the recent
+        events are kept."""
         fresh = _Rollout(r.run_id, r.rollout_id, self.config.recent_events)
-        fresh.attempts = r.attempts + 1
         fresh.recent = r.recent
         fresh.first_t_ns = r.first_t_ns
         fresh.target, fresh.dialect, fresh.transport = r.target, r.dialect, r.transport
