@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.sessionlink",),  # a rollout's sends under deadlines, listening loops and close
     ("rig.sessiontick",),  # its frames sent from the loop's shared tick
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
+    ("rig.hostwatch",),  # observers of the machine itself (--host-watch; dies with the run)
     # the proxy (a rollout per connection); the relay process; shards merged, Ray
     ("rig.proxy", "rig.relay", "rig.scaleout"),
     # a run as a library object: RunConfig, specs, runner, workers, engine, live side

@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
     from rig.reporting.why import exit_line
     from rig.runs import launch
+    from rig.runs.hostreport import host_watch_line
     from rig.runs.runner import new_run_id
     from rig.runs.sharded import timing_invalid_lines
 
@@ -123,8 +124,10 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"rig run: stopped early: {outcome.stop_reason}{resume}", file=sys.stderr)
     else:
-        for line in timing_invalid_lines(rollouts):
+        for line in timing_invalid_lines(rollouts, outcome.host):
             print(line, file=sys.stderr)
+    if outcome.host_summary is not None:
+        print(f"rig run: {host_watch_line(outcome.host_summary, outcome.host)}", file=sys.stderr)
     expected = outcome.planned if outcome.where == "workers" else 0
     line = exit_line(code, rollouts, stop_reason=outcome.stop_reason, expected=expected)
     print(f"rig run: {line}", file=sys.stderr)

@@ -198,6 +198,14 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         "stalled loop, a paused machine); each earlier attempt is kept as <id>.failed-K and "
         "counted as a retry; a resume with N > 0 redoes invalid rollouts too (default 0)",
     )
+    p.add_argument(
+        "--host-watch",
+        action="store_true",
+        default=default("host_watch"),
+        help="watch the machine itself while the run streams: one observer per CPU at "
+        "real-time priority above the rig's; a flagged rollout's late frames are matched to "
+        "the pauses of the whole machine (host_pauses.json; docs/pacing.md)",
+    )
 
 
 def add_engine_options(g: Any) -> None:

@@ -27,6 +27,7 @@ OPERATIONAL = frozenset(
         "mqtt",
         "force_resume",
         "retry_invalid",
+        "host_watch",
     }
 )
 

@@ -165,6 +165,8 @@ class RunConfig:
             out["concurrency"] = self.scale.concurrency
             out["connect_concurrency"] = self.scale.connect_concurrency
         out["mqtt"] = bool(self.live.mqtt)
+        if self.scale.host_watch:
+            out["host_watch"] = True
         if headless is not None:
             out["headless"] = headless
         if impair:
@@ -326,6 +328,8 @@ def check_config(config: RunConfig) -> None:
         from rig.echo.spec import EchoSpec
 
         EchoSpec.parse(config.session.echo)
+    if config.scale.host_watch and config.engine.engine != "local":
+        raise ConfigError("--host-watch watches this machine: not with --engine ray")
     if config.live.device_clock and not config.live.mqtt:
         raise ConfigError("--device-clock needs --mqtt URL (the device answers over MQTT)")
     from rig.device.roomopts import check_room_options

@@ -15,11 +15,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from rig.hostwatch import HostWatch
 from rig.ids import check_id
 from rig.runs import engine as engine_run
 from rig.runs.config import RunConfig, otel_endpoint
 from rig.runs.eventloop import run_on
 from rig.runs.execute import execute
+from rig.runs.hostreport import host_summary, write_host_report
 from rig.runs.records import Role
 from rig.runs.runner import new_run_id
 from rig.runs.sharded import resolve_workers, run_workers
@@ -42,6 +44,10 @@ class Outcome:
     #: the run's own verdict where it is already known without the summary (an engine's)
     verdict: int | None = None
     where: str = "here"  # here, workers, engine
+    #: with --host-watch: flagged rollout (or attempt) dir -> how much of its lateness
+    #: overlapped a pause of the whole machine (rig.runs.hostreport); None: not watched
+    host: dict[str, dict[str, Any]] | None = None
+    host_summary: dict[str, Any] | None = None
 
     def exit_code(self, rollouts: list[dict[str, Any]]) -> int:
         """The run's exit status from its rollouts' metrics (as the summary read them)."""
@@ -76,6 +82,21 @@ async def run_async(config: RunConfig) -> Outcome:
     ids = [s.rollout_id for s in prepared.specs]
     if config.engine.engine != "local":
         return await asyncio.to_thread(_on_engine, config, ids)
+    if not config.scale.host_watch:
+        return await _run_local(config, prepared, ids)
+    # the observers are started from this thread: they die with the thread that started them
+    watch = HostWatch(max(5, config.scale.rt_priority + 2))
+    watch.start()
+    await watch.wait_ready()
+    try:
+        outcome = await _run_local(config, prepared, ids)
+    finally:
+        observed = await asyncio.to_thread(watch.stop)
+    host = await asyncio.to_thread(write_host_report, outcome.run_dir, observed)
+    return dataclasses.replace(outcome, host=host, host_summary=host_summary(observed))
+
+
+async def _run_local(config: RunConfig, prepared: Prepared, ids: list[str]) -> Outcome:
     n = resolve_workers(config, len(ids))
     if n > 1:
         return await asyncio.to_thread(_on_workers, config, ids, n)

@@ -100,6 +100,8 @@ class Scale:
     #: run a rollout again, up to this many more times, when its own timing failed
     #: (timing_valid false: a stalled loop, a paused machine); earlier attempts are kept
     retry_invalid: int = opt(0, "--retry-invalid")
+    #: observers of the machine itself beside the run (rig.hostwatch): host_pauses.json
+    host_watch: bool = opt(False, "--host-watch")
     rt_priority: int = opt(3, "--rt-priority")
     loop: str = opt("asyncio", "--loop", choices=("asyncio", "uvloop"))
     shard: Shard | None = opt(None, "--shard", Shard)

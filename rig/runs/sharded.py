@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 
+from rig.analysis.hostpause import verdict_line
 from rig.errors import ConfigError
 from rig.recordings.jsonwrite import write_json_atomic
 from rig.recordings.rundir import done_status
@@ -174,8 +176,11 @@ def pass_lines(proc: Any, monitor: Any, rollout_ids: set[str]) -> Any:
     return t
 
 
-def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:
-    """One line per rollout whose own timing failed (rig.core.selfcheck), with why."""
+def timing_invalid_lines(
+    rollouts: list[dict[str, Any]], host: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[str]:
+    """One line per rollout whose own timing failed (rig.core.selfcheck), with why; with a
+    host watch (`host`: rig.runs.hostreport), how much of it the machine's pauses explain."""
     lines: list[str] = []
     bad = [m for m in rollouts if m.get("timing_valid") is False]
     for m in bad[:20]:
@@ -185,6 +190,10 @@ def timing_invalid_lines(rollouts: list[dict[str, Any]]) -> list[str]:
             f"({'; '.join(map(str, reasons))}); its latencies are left out of reports "
             "(docs/pacing.md)"
         )
+        report = (host or {}).get(str(m.get("rollout_id")))
+        said = verdict_line(str(m.get("rollout_id")), report) if report else None
+        if said:
+            lines.append(f"rig run: host watch: {said}")
     if len(bad) > 20:
         lines.append(f"rig run: ... and {len(bad) - 20} more rollouts whose timing failed")
     if bad:
