@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from rig.aio import raise_if_cancelling
 from rig.clock.base import Clock
-from rig.core.events import ControlRequest, DownAudio, DownTrack
+from rig.core.events import ControlRequest, DownAudio, DownTrack, Received
 from rig.core.listener import Listener, Output
 from rig.core.metrics import Outcome
 from rig.core.records import EventRecord, TrackAudio
@@ -182,14 +182,18 @@ class Link:
     # -- the loops that only listen ----------------------------------------------------
 
     async def receive_loop(self, listener: Listener) -> None:
+        sink = self.sink
+
+        def handle(item: Received) -> None:
+            if isinstance(item, DownAudio):
+                sink.put_all(listener.on_audio(item))
+            elif isinstance(item, DownTrack):  # system_raw.wav: rig.transports.deviceecho
+                sink.put(TrackAudio(item.name, item.sample_rate, item.pcm))
+            else:
+                sink.put_all(listener.on_event(item))
+
         try:
-            async for item in self.transport.receive():
-                if isinstance(item, DownAudio):
-                    self.sink.put_all(listener.on_audio(item))
-                elif isinstance(item, DownTrack):  # system_raw.wav: rig.transports.deviceecho
-                    self.sink.put(TrackAudio(item.name, item.sample_rate, item.pcm))
-                else:
-                    self.sink.put_all(listener.on_event(item))
+            await self.transport.receive_into(handle)
         except asyncio.CancelledError:
             raise
         except RigError as exc:

@@ -27,17 +27,6 @@ from rig.core.units import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
-class FrameTiming:
-    seq: int
-    t_sched_ns: int
-    t_ns: int
-
-    @property
-    def lateness_ns(self) -> int:
-        return self.t_ns - self.t_sched_ns
-
-
-@dataclass(frozen=True, slots=True)
 class PacerConfig:
     sample_rate: int = 16_000
     frame_samples: int = 320  # 20 ms at 16 kHz
@@ -118,17 +107,17 @@ class Pacer:
     def next_deadline_ns(self) -> int:
         return self.deadline_ns(self.next_seq)
 
-    def record(self, t_sent_ns: int) -> tuple[FrameTiming, bool]:
-        """Record that the next frame went out at `t_sent_ns`; returns (timing, is_stall)."""
-        timing = FrameTiming(self.next_seq, self.deadline_ns(self.next_seq), t_sent_ns)
+    def record(self, t_sent_ns: int) -> tuple[int, bool]:
+        """Record that the next frame went out at `t_sent_ns`; returns (lateness_ns, is_stall).
+        (A tuple, not a record object: this runs for every frame of every stream.)"""
+        late = t_sent_ns - self.deadline_ns(self.next_seq)
         self.next_seq += 1
-        late = timing.lateness_ns
         if late > self.max_lateness_ns:
             self.max_lateness_ns = late
         stall = late > self._stall_ns
         if stall:
             self.stalls += 1
-        return timing, stall
+        return late, stall
 
     def skip_to(self, t_ns: int) -> int:
         """After a stall, how many frames are already due at `t_ns` (for catch-up policy)."""

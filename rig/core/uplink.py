@@ -143,9 +143,9 @@ class Uplink:
     ) -> tuple[list[Record], list[tuple[int, int]]]:
         """`frame` went out at `t_sent_ns`: its records, and the barge-ins it started as
         (turn index, shared-clock time of the turn's first speech sample)."""
-        timing, stall = self.pacer.record(t_sent_ns)
+        late, stall = self.pacer.record(t_sent_ns)
         self.send_ns.append(t_sent_ns)
-        self.lateness_ns.append(timing.lateness_ns)
+        self.lateness_ns.append(late)
         seq, n, rate = frame.seq, self.n, self.rate
         if seq < self.pacer.fast_frames:
             extra = {**(extra or {}), "prefill_speed": self.pacer.speed}  # a fast history frame
@@ -158,14 +158,14 @@ class Uplink:
                 rate,
                 t_sent_ns,
                 frame.deadline_ns,
-                timing.lateness_ns,
+                late,
                 level_dbfs=level_dbfs(frame.pcm),
                 extra=extra,
             ),
         ]
         if stall:
             records.append(
-                EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": timing.lateness_ns})
+                EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": late})
             )
         for mark in frame.marks:
             if mark.kind == "step.start":

@@ -36,12 +36,12 @@ from rig.clock.base import NS_PER_MS, Clock, MonotonicClock, TickClock
 from rig.dialects._wire import b64_to_pcm
 from rig.errors import ProtocolError
 from rig.protocol import rawpcm
-from rig.sim import wsdirect
 from rig.sim.engine import SimConfig, SimEngine, Truth
 from rig.sim.hello import parse_hello
 from rig.sim.netdelay import DelayLine
 from rig.sim.truth import TruthLog
 from rig.sim.wsdown import Downlink
+from rig.transports import wsdirect
 
 
 @dataclass(frozen=True, slots=True)

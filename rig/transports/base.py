@@ -25,7 +25,7 @@ session uses them unconditionally:
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from rig.audio.pcm import Pcm16
@@ -63,6 +63,14 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def receive(self) -> AsyncIterator[Received]:
         """Everything the system sends, in arrival order, until it closes."""
+
+    async def receive_into(self, handle: Callable[[Received], None]) -> None:
+        """`receive()`, each item to `handle` as it comes; returns once the system closed.
+        A transport may call `handle` straight from its socket's read (no task step per
+        message: rig.transports.websocket); it raises what `receive()` would have raised,
+        and what `handle` raised."""
+        async for item in self.receive():
+            handle(item)
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -29,12 +29,14 @@ from websockets.uri import parse_uri
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
-from rig.core.events import DownEvent, Incoming
+from rig.core.events import DownEvent, Incoming, Received
 from rig.dialects.base import Dialect
 from rig.errors import DeadlineError, ProtocolError, TransportError
 from rig.net.pathsample import PING_PREFIX, PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
+from rig.transports import wsdirect
 from rig.transports.base import Transport
+from rig.transports.wsdirect import DirectMessages
 from rig.transports.wsread import BufferedReads
 from rig.transports.wssend import can_write_now, send_message, write_now
 
@@ -70,9 +72,12 @@ class ArrivalStamps:
         super().process_event(event)  # type: ignore[misc]
 
 
-class StampedConnection(BufferedReads, ArrivalStamps, ClientConnection, asyncio.BufferedProtocol):
+class StampedConnection(
+    BufferedReads, ArrivalStamps, DirectMessages, ClientConnection, asyncio.BufferedProtocol
+):
     """A client connection that remembers when each message's last byte came off the socket
-    (read into a buffer per thread: rig.transports.wsread)."""
+    (read into a buffer per thread: rig.transports.wsread) and can hand its data messages
+    over inside `data_received` (rig.transports.wsdirect)."""
 
 
 class StampedServerConnection(
@@ -156,6 +161,8 @@ class WebSocketTransport(Transport):
         self.connect_via = connect_via
         self._ws: StampedConnection | None = None
         self._pending: list[Incoming] = []
+        #: were messages handed over inside data_received (receive_into)?
+        self.direct = False
         self._opened = False
         self.connect_attempts = 0
         self._sampler: PathSampler | None = None
@@ -325,6 +332,49 @@ class WebSocketTransport(Transport):
             await self._flush_outgoing(ws)
             for item in items:
                 yield item
+
+    async def receive_into(self, handle: Callable[[Received], None]) -> None:
+        """`receive()` without a task step per message where nothing can differ: a dialect
+        that never answers what it decodes (no `take_outgoing` of its own) gets every data
+        message decoded and handed to `handle` inside the socket's `data_received`
+        (rig.transports.wsdirect), with the same arrival stamp, the same errors and the same
+        end as `receive()`. Anything else, and until the switch can be made, the awaited way."""
+        ws = self._require()
+        pending, self._pending = self._pending, []
+        for item in pending:
+            handle(item)
+        answers = type(self.dialect).take_outgoing is not Dialect.take_outgoing
+        if answers or not wsdirect.switch(ws, self._direct_handler(ws, handle)):
+            async for item in self.receive():
+                handle(item)
+            return
+        self.direct = True
+        await wsdirect.until_closed(ws)
+        exc = ws.protocol.close_exc
+        if isinstance(exc, ConnectionClosedOK):
+            handle(DownEvent("transport.closed", self.clock.now_ns(), {"clean": True}))
+            return
+        raise TransportError(
+            f"connection lost mid-stream: {redact_text(str(exc))}", code=_code(exc)
+        ) from exc
+
+    def _direct_handler(
+        self, ws: StampedConnection, handle: Callable[[Received], None]
+    ) -> Callable[[str | bytes], None]:
+        decode, stamps, now_ns = self.dialect.decode, ws.stamps, self.clock.now_ns
+
+        def on_message(message: str | bytes) -> None:
+            t_ns = stamps.popleft() if stamps else now_ns()
+            try:
+                items = decode(message, t_ns)
+            except ProtocolError:
+                raise
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
+            for item in items:
+                handle(item)
+
+        return on_message
 
     async def close(self) -> None:
         """The close handshake within `close_timeout_s`, else drop the TCP connection. A peer

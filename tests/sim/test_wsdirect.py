@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from rig.protocol import rawpcm
 from rig.sim.engine import SimConfig
 from rig.sim.server import NetConfig, SimServer
-from rig.sim.wsdirect import DirectConnection
+from rig.transports.wsdirect import DirectConnection
 
 pytestmark = pytest.mark.realtime
 

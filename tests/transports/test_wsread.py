@@ -16,7 +16,7 @@ from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection, serve
 
 from rig.clock.base import MonotonicClock
-from rig.sim.wsdirect import DirectConnection
+from rig.transports.wsdirect import DirectConnection
 from rig.transports import wsread
 from rig.transports.websocket import StampedConnection, StampedServerConnection, stamping
 

@@ -1,16 +1,19 @@
-"""The reference system's uplink messages handled inside the socket's `data_received`.
+"""Data messages handled inside the socket's `data_received`, not through `ws.recv()`.
 
 Why: `async for message in ws` costs, per message, a future, an event and a task step in
 websockets' Assembler: about a quarter of `rig sim`'s CPU at 100 streams (py-spy, issue
-#32), more than its model does for a quiet chunk. Every rig uplink frame is one message.
+#32), more than its model does for a quiet chunk; on the rig's side every reply chunk, probe
+answer and server event paid the same, plus an async generator step, in its receive task.
 
-How this works: `DirectConnection` is the server's connection class. Once `switch` has been
-called, every complete data message goes to the given callback from `process_event`, i.e.
-inside `data_received`, in arrival order (a fragmented message is joined here first); pings,
-pongs and closes go on as before. The switch is made only while websockets' assembler holds
-no frame (nothing read half or left unread), so no message can overtake an earlier one; until
-then the caller reads the usual way. A callback that raises (a bad frame) ends the direct
-mode: `until_closed` raises that exception in the reader, as the awaited read would have.
+How this works: `DirectMessages` is a mixin of a websockets connection class: the reference
+system's (`DirectConnection`) and the rig's client connection (rig.transports.websocket).
+Once `switch` has been called, every complete data message goes to the given callback from
+`process_event`, i.e. inside `data_received`, in arrival order (a fragmented message is
+joined here first); pings, pongs and closes go on as before. The switch is made only while
+websockets' assembler holds no frame (nothing read half or left unread), so no message can
+overtake an earlier one; until then the caller reads the usual way. A callback that raises
+(a bad frame) ends the direct mode: `until_closed` raises that exception in the reader, as
+the awaited read would have.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection
 from websockets.frames import DATA_OPCODES, Frame, Opcode
 from websockets.protocol import Event
@@ -29,15 +33,19 @@ from rig.transports.wsread import BufferedReads
 OnMessage = Callable[[str | bytes], None]
 
 
-class DirectConnection(BufferedReads, ServerConnection, asyncio.BufferedProtocol):
-    """A ServerConnection whose data messages can be handed to a callback synchronously
-    (read into a buffer per thread, not a 256 KiB bytes object per read: rig.transports.wsread)."""
+class DirectMessages:
+    """Mixin for a websockets connection (before the Connection class among the bases): its
+    data messages can be handed to a callback synchronously, after `switch`."""
+
+    _on_message: OnMessage | None
+    _parts: list[Frame]
+    _failed: asyncio.Future[None] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._on_message: OnMessage | None = None
-        self._parts: list[Frame] = []
-        self._failed: asyncio.Future[None] | None = None
+        self._on_message = None
+        self._parts = []
+        self._failed = None
 
     @property
     def direct(self) -> bool:
@@ -47,7 +55,7 @@ class DirectConnection(BufferedReads, ServerConnection, asyncio.BufferedProtocol
     def process_event(self, event: Event) -> None:
         handle = self._on_message
         if handle is None or not isinstance(event, Frame) or event.opcode not in DATA_OPCODES:
-            super().process_event(event)
+            super().process_event(event)  # type: ignore[misc]
             return
         if not event.fin or self._parts:  # a fragmented message: joined once it is whole
             self._parts.append(event)
@@ -73,10 +81,16 @@ class DirectConnection(BufferedReads, ServerConnection, asyncio.BufferedProtocol
                 self._failed.set_exception(exc)
 
 
-def switch(ws: ServerConnection, handle: OnMessage) -> bool:
+class DirectConnection(BufferedReads, DirectMessages, ServerConnection, asyncio.BufferedProtocol):
+    """The reference system's connection: data messages to a callback once switched (read into
+    a buffer per thread, not a 256 KiB bytes object per read: rig.transports.wsread)."""
+
+
+def switch(ws: Connection, handle: OnMessage) -> bool:
     """From now on hand every data message to `handle` inside `data_received`, if `ws` can
-    do that now (a DirectConnection whose assembler holds nothing); False: read on as before."""
-    if not isinstance(ws, DirectConnection) or ws._on_message is not None:
+    do that now (a DirectMessages connection whose assembler holds nothing); False: read on
+    as before."""
+    if not isinstance(ws, DirectMessages) or ws._on_message is not None:
         return False
     if len(ws.recv_messages.frames):  # a frame read and not yet taken: it must go first
         return False
@@ -85,9 +99,9 @@ def switch(ws: ServerConnection, handle: OnMessage) -> bool:
     return True
 
 
-async def until_closed(ws: ServerConnection) -> None:
+async def until_closed(ws: Connection) -> None:
     """Wait until the connection is lost; raises what a message's handling raised."""
-    assert isinstance(ws, DirectConnection) and ws._failed is not None, "switch() first"
+    assert isinstance(ws, DirectMessages) and ws._failed is not None, "switch() first"
     failed = ws._failed
     try:
         await asyncio.wait([failed, ws.connection_lost_waiter], return_when=asyncio.FIRST_COMPLETED)
