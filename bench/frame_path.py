@@ -69,6 +69,8 @@ class _NullTransport(asyncio.Transport):
 class _Writer(RecordingWriter):
     """The writer's hand-off, its thread never started: the queue is emptied here."""
 
+    tmp = ""  # where the rollouts' directories are named (never written)
+
     def drain(self) -> None:
         q = self._q
         while not q.empty():
@@ -126,7 +128,8 @@ def _serve(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, floa
             if frame is None:
                 raise RuntimeError("the script ended before the frames were served")
             assert can_write_now(s.ws)
-            write_now(s.ws, s.dialect.encode_audio(frame.pcm, frame.seq, frame.deadline_ns, deadline + 1))
+            msgs = s.dialect.encode_audio(frame.pcm, frame.seq, frame.deadline_ns, deadline + 1)
+            write_now(s.ws, msgs)
             t3 = clock()
             records, _ = uplink.sent(frame, deadline + 100_000, None)
             t4 = clock()
@@ -152,12 +155,13 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=100, help="served in turn (cold caches)")
     ap.add_argument("--json", help="write the runs here")
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, Python {platform.python_version()}; "
-          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, Python "
+          f"{platform.python_version()}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     runs = [measure(args.frames, args.streams) for _ in range(args.repeat)]
     keys: list[str] = list(runs[0])
     med: Callable[[str], float] = lambda k: statistics.median(r[k] for r in runs)  # noqa: E731
-    print(f"µs per frame, median (min-max) of {args.repeat} runs, {args.streams} streams x {args.frames} frames:")
+    print(f"µs per frame, median (min-max) of {args.repeat} runs, "
+          f"{args.streams} streams x {args.frames} frames:")  # fmt: skip
     for k in keys:
         lo, hi = min(r[k] for r in runs), max(r[k] for r in runs)
         print(f"  {k:11s} {med(k):6.2f} ({lo:.2f}-{hi:.2f})")

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rig.analysis.hostpause import host_pauses as analysis_host_pauses
+
 SLEEP_NS = 1_000_000
 #: late frames closer than this to each other are one cluster (one event hit many streams)
 CLUSTER_GAP_NS = 50_000_000
@@ -61,27 +63,9 @@ def observe(cpu: int, seconds: float, threshold_ms: float, priority: int) -> dic
 
 
 def host_pauses(per_cpu: list[list[Interval]], min_ns: int) -> list[Interval]:
-    """Spans in which every CPU was overdue at once, at least `min_ns` long."""
-    if not per_cpu:
-        return []
-    common = sorted(per_cpu[0])
-    for other in per_cpu[1:]:
-        common = _intersect(common, sorted(other))
-    return [(a, b) for a, b in common if b - a >= min_ns]
-
-
-def _intersect(xs: list[Interval], ys: list[Interval]) -> list[Interval]:
-    out: list[Interval] = []
-    i = j = 0
-    while i < len(xs) and j < len(ys):
-        a, b = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
-        if a < b:
-            out.append((a, b))
-        if xs[i][1] < ys[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
+    """Spans in which every CPU was overdue at once, at least `min_ns` long (rig's own
+    analysis, rig.analysis.hostpause, which `rig run --host-watch` uses)."""
+    return analysis_host_pauses(dict(enumerate(per_cpu)), min_ns)
 
 
 def clusters(late: list[tuple[int, float]]) -> list[dict[str, Any]]:
