@@ -164,9 +164,7 @@ class Uplink:
             ),
         ]
         if stall:
-            records.append(
-                EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": late})
-            )
+            records.append(EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": late}))
         for mark in frame.marks:
             if mark.kind == "step.start":
                 continue

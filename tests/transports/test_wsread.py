@@ -16,9 +16,9 @@ from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection, serve
 
 from rig.clock.base import MonotonicClock
-from rig.transports.wsdirect import DirectConnection
 from rig.transports import wsread
 from rig.transports.websocket import StampedConnection, StampedServerConnection, stamping
+from rig.transports.wsdirect import DirectConnection
 
 CLASSES = [StampedConnection, StampedServerConnection, DirectConnection]
 #: around the header-length boundaries, a typical frame, and more than one read's buffer
