@@ -99,6 +99,12 @@ def switch(ws: Connection, handle: OnMessage) -> bool:
     return True
 
 
+def stop(ws: Connection) -> None:
+    """Back to the usual reads: later messages wait in websockets' queue for `recv()`."""
+    if isinstance(ws, DirectMessages):
+        ws._on_message = None
+
+
 async def until_closed(ws: Connection) -> None:
     """Wait until the connection is lost; raises what a message's handling raised."""
     assert isinstance(ws, DirectMessages) and ws._failed is not None, "switch() first"

@@ -24,6 +24,7 @@ from rig.dialects.base import Message
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.errors import ProtocolError, TransportError
 from rig.protocol import rawpcm
+from rig.transports.base import Transport
 from rig.transports.websocket import WebSocketTransport
 
 Script = Callable[[ServerConnection], Awaitable[None]]
@@ -163,6 +164,47 @@ async def test_an_undecodable_message_is_a_protocol_error_after_what_came_before
         got, err, _, _ = await _read(_garbage, how)
         assert isinstance(err, ProtocolError), (how, err)
         assert [v[0] for v in _view(got)] == ["ready", "audio"], how
+
+
+async def test_a_fault_in_the_handler_ends_the_read_as_it_would_have() -> None:
+    """A bug while handling one item (here a KeyError on the second) is raised out of
+    `receive_into` both ways; nothing after it is handled."""
+    for how in ("iter", "into"):
+        seen: list[Received] = []
+
+        def handle(item: Received, seen: list[Received] = seen) -> None:
+            seen.append(item)
+            if len(seen) == 2:
+                raise KeyError("missing")
+
+        async with _server(_replies_slowly, []) as url:
+            t = WebSocketTransport(url, RawPcmDialect(16_000), MonotonicClock())
+            await t.open()
+            with pytest.raises(KeyError):
+                async with asyncio.timeout(5):
+                    if how == "into":
+                        await t.receive_into(handle)
+                    else:
+                        await Transport.receive_into(t, handle)
+            await t.close()
+        assert [v[0] for v in _view(seen)] == ["ready", "audio"], how
+        assert t.direct is (how == "into")
+
+
+async def test_a_subclass_with_its_own_receive_is_read_through_it() -> None:
+    class Wrapped(WebSocketTransport):
+        async def receive(self) -> AsyncIterator[Any]:
+            async for item in super().receive():
+                yield ("wrapped", item)
+
+    async with _server(_replies, []) as url:
+        t = Wrapped(url, RawPcmDialect(16_000), MonotonicClock())
+        await t.open()
+        got: list[Any] = []
+        async with asyncio.timeout(5):
+            await t.receive_into(got.append)
+        await t.close()
+    assert not t.direct and len(got) == 6 and all(g[0] == "wrapped" for g in got)
 
 
 async def test_a_dialect_that_answers_keeps_the_awaited_path() -> None:
