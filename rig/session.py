@@ -42,6 +42,7 @@ from rig.errors import DeadlineError, TransportError
 from rig.loopwatch import LoopWatch
 from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
+from rig.sessionchores import Chores
 from rig.sessionlink import CANCELLED, Link
 from rig.sessionlink import CAP_GRACE_S as CAP_GRACE_S  # re-exported
 from rig.sessiontick import Parts, Tick
@@ -161,8 +162,15 @@ class Session:
         self.sink.status("running", t0_ns=t0)
         listener = self.listener
         recv = asyncio.create_task(link.receive_loop(listener), name=f"recv-{self.rollout_id}")
+        want_probe = self.cfg.probe_interval_s > 0
+        want_path = self.cfg.path_interval_s > 0 and self.transport.samples_path
+        chores = None  # probes and path samples from the clock's tick (rig.sessionchores)
+        if self.cfg.tick and isinstance(self.clock, TickClock) and (want_probe or want_path):
+            chores = Chores(link, listener, self.clock, pacer)
+            if not chores.start(want_probe, want_path):
+                chores = None
         probe = None
-        if self.cfg.probe_interval_s > 0:
+        if want_probe and chores is None:
             probe = asyncio.create_task(link.probe_loop(), name=f"probe-{self.rollout_id}")
         cancelled = False
         stream_cap = asyncio.timeout_at(cap.when())
@@ -172,7 +180,7 @@ class Session:
             link.watch.run(task, link.send_blocked_reason), name=f"watch-{self.rollout_id}"
         )
         path = None
-        if self.cfg.path_interval_s > 0 and self.transport.samples_path:
+        if want_path and chores is None:
             path = asyncio.create_task(link.path_loop(listener), name=f"path-{self.rollout_id}")
         try:
             async with stream_cap:
@@ -187,6 +195,8 @@ class Session:
                 path.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await path
+            if chores is not None:
+                await chores.stop()
             await link.close_connection(recv, probe, self.outcome.status)
         if link.recv_error is not None and self.outcome.status == "running":
             self.outcome = Outcome.of_error(link.recv_error)

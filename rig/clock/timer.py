@@ -51,7 +51,9 @@ def _load_libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # PyDLL: the call keeps the GIL. timerfd_settime never blocks, and releasing the GIL
+        # at every wake handed it to the writer thread and waited to get it back
+        libc = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
         libc.timerfd_settime.argtypes = [
             ctypes.c_int,

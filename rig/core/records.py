@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rig.audio.pcm import Pcm16
+from rig.audio.pcm import Pcm16, level_dbfs
 
 Direction = Literal["up", "down"]
 
@@ -43,6 +43,16 @@ class ChunkRecord:
     play_ns: int | None = None
     level_dbfs: float | None = None
     extra: dict[str, Any] | None = None
+    #: the chunk's own audio, where its level is left to whoever reads `level` (the uplink:
+    #: the writer thread computes it, not the event loop at the frame's send)
+    pcm: Pcm16 | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def level(self) -> float | None:
+        """`level_dbfs`, or the level of `pcm` where it was left to the reader."""
+        if self.level_dbfs is None and self.pcm is not None:
+            return level_dbfs(self.pcm)
+        return self.level_dbfs
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,8 +68,9 @@ class ChunkRecord:
         out["server_ts_ms"] = self.server_ts_ms
         if self.play_ns is not None:
             out["play_ns"] = self.play_ns
-        if self.level_dbfs is not None:
-            out["level_dbfs"] = self.level_dbfs
+        level = self.level
+        if level is not None:
+            out["level_dbfs"] = level
         if self.extra:
             out.update(self.extra)
         return out

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig.audio.pcm import Pcm16, level_dbfs
+from rig.audio.pcm import Pcm16
 from rig.core.director import Director, Drain, Mark, Observation, Play, Step, TurnRecord, WaitQuiet
 from rig.core.events import ControlRequest
 from rig.core.framehook import FrameHook
@@ -159,8 +159,8 @@ class Uplink:
                 t_sent_ns,
                 frame.deadline_ns,
                 late,
-                level_dbfs=level_dbfs(frame.pcm),
                 extra=extra,
+                pcm=frame.pcm,  # its level: computed by the writer thread (ChunkRecord.level)
             ),
         ]
         if stall:

@@ -11,13 +11,19 @@ asyncio still holds in user space: together, how much uplink data waits to leave
 `DownEvent`s of source "rig" (`net.rtt`, `net.tcp`): the listener keeps them in the session
 log and they land in events.jsonl like everything else.
 
+`sample_now(emit)` is the same sample without awaiting, for the session's tick
+(rig.sessionchores): the TCP state and a ping written at once (`ping_now`, the caller's
+non-waiting write); the connection hands each pong to `pong()` as it comes off the socket,
+which emits its `net.rtt` there, and a ping still unanswered `ping_timeout_s` later is
+emitted as lost at the next sample. The records are the same as `sample()`'s.
+
 Not tied to a session: the recording proxy can run one per leg.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from rig.clock.base import Clock
@@ -34,6 +40,8 @@ class PongStamps(Protocol):
     """A websockets connection that stamps pongs on arrival (rig.transports.websocket)."""
 
     pong_ns: dict[bytes, int]
+    #: called with each pong's payload and arrival stamp; True: taken (not kept in pong_ns)
+    on_pong: Callable[[bytes, int], bool] | None
 
     async def ping(self, data: bytes | None = None) -> Awaitable[float]: ...
 
@@ -44,13 +52,24 @@ class PongStamps(Protocol):
 class PathSampler:
     """One connection's ping round trips and TCP state, one sample per call."""
 
-    def __init__(self, conn: PongStamps, clock: Clock, *, ping_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        conn: PongStamps,
+        clock: Clock,
+        *,
+        ping_timeout_s: float = 5.0,
+        ping_now: Callable[[bytes], bool] | None = None,
+    ) -> None:
         self.conn = conn
         self.clock = clock
         self.ping_timeout_s = ping_timeout_s
         self.next_id = 0
         self.sent = 0
         self.lost = 0
+        self._ping_now = ping_now
+        #: pings written by `sample_now` and not answered yet: payload -> (id, send stamp)
+        self._pending: dict[bytes, tuple[int, int]] = {}
+        self._emit: Callable[[list[DownEvent]], None] | None = None
 
     async def sample(self) -> list[DownEvent]:
         """TCP state now, then one ping round trip (waits for its pong up to the timeout)."""
@@ -58,6 +77,70 @@ class PathSampler:
         tcp = self.tcp_event()
         if tcp is not None:
             out.append(tcp)
+        return out + await self.round_trip()
+
+    def sample_now(self, emit: Callable[[list[DownEvent]], None]) -> bool:
+        """`sample()` without waiting: pings unanswered past the timeout emitted as lost,
+        the TCP state emitted, a ping written now; its `net.rtt` is emitted by `pong()`.
+        False: the ping cannot be written now (nothing of it sent; the TCP state and the
+        lost pings were emitted): the caller awaits `round_trip()` for it instead."""
+        if self._ping_now is None:
+            return False
+        self._emit = emit
+        now = self.clock.now_ns()
+        timeout_ns = round(self.ping_timeout_s * 1e9)
+        lost = [p for p, (_, t) in self._pending.items() if now - t >= timeout_ns]
+        out = [self._lost_event(self._pending.pop(p)[0], now) for p in lost]
+        tcp = self.tcp_event()
+        if tcp is not None:
+            out.append(tcp)
+        if out:
+            emit(out)
+        k = self.next_id
+        payload = PING_PREFIX + str(k).encode()
+        t_send = self.clock.now_ns()
+        try:
+            if not self._ping_now(payload):
+                return False
+        except Exception:  # noqa: BLE001 - a closed connection: the receive loop reports it
+            return True
+        self.next_id += 1
+        self.sent += 1
+        self._pending[payload] = (k, t_send)
+        return True
+
+    def pong(self, payload: bytes, t_ns: int) -> bool:
+        """A pong came off the socket at `t_ns`: the `net.rtt` of its ping (and of earlier
+        pings still unanswered: a peer may answer only the latest), emitted at once. False:
+        not one of `sample_now`'s pings."""
+        got = self._pending.pop(payload, None)
+        if got is None:
+            return False
+        k = got[0]
+        answered = [got, *(v for v in self._pending.values() if v[0] < k)]
+        self._pending = {p: v for p, v in self._pending.items() if v[0] > k}
+        if self._emit is not None:
+            self._emit([self._rtt_event(i, t_send, t_ns) for i, t_send in answered])
+        return True
+
+    def _lost_event(self, k: int, t_ns: int) -> DownEvent:
+        self.lost += 1
+        data: dict[str, Any] = {"source": SOURCE_PING, "id": k, "lost": True}
+        return DownEvent("net.rtt", t_ns, data, source="rig")
+
+    def _rtt_event(self, k: int, t_send: int, t_pong: int) -> DownEvent:
+        rtt_ns = max(0, t_pong - t_send)
+        data = {
+            "source": SOURCE_PING,
+            "id": k,
+            "t_send_ns": t_send,
+            "rtt_ms": round(rtt_ns / NS_PER_MS, 4),
+        }
+        return DownEvent("net.rtt", t_pong, data, source="rig")
+
+    async def round_trip(self) -> list[DownEvent]:
+        """One ping round trip, awaited (its pong up to the timeout): `net.rtt`."""
+        out: list[DownEvent] = []
         k = self.next_id
         self.next_id += 1
         payload = PING_PREFIX + str(k).encode()
@@ -71,24 +154,15 @@ class PathSampler:
             async with asyncio.timeout(self.ping_timeout_s):
                 await asyncio.shield(waiter)
         except TimeoutError:
-            self.lost += 1
             self.conn.pong_ns.pop(payload, None)
-            data: dict[str, Any] = {"source": SOURCE_PING, "id": k, "lost": True}
-            out.append(DownEvent("net.rtt", self.clock.now_ns(), data, source="rig"))
+            out.append(self._lost_event(k, self.clock.now_ns()))
             return out
         except Exception:  # noqa: BLE001 - a closed connection: the receive loop reports it
             return out
         t_pong = self.conn.pong_ns.pop(payload, None)
         if t_pong is None:  # acknowledged by a later pong (websockets acks in order)
             t_pong = self.clock.now_ns()
-        rtt_ns = max(0, t_pong - t_send)
-        data = {
-            "source": SOURCE_PING,
-            "id": k,
-            "t_send_ns": t_send,
-            "rtt_ms": round(rtt_ns / NS_PER_MS, 4),
-        }
-        out.append(DownEvent("net.rtt", t_pong, data, source="rig"))
+        out.append(self._rtt_event(k, t_send, t_pong))
         return out
 
     def tcp_event(self) -> DownEvent | None:

@@ -46,7 +46,8 @@ def chunk_line(rec: ChunkRecord) -> str | None:
         late = "" if rec.lateness_ns is None else f',"lateness_ns":{_j(rec.lateness_ns)}'
         server = f',"server_ts_ms":{_j(rec.server_ts_ms)}'
         play = "" if rec.play_ns is None else f',"play_ns":{_j(rec.play_ns)}'
-        level = "" if rec.level_dbfs is None else f',"level_dbfs":{_j(rec.level_dbfs)}'
+        lv = rec.level
+        level = "" if lv is None else f',"level_dbfs":{_j(lv)}'
         tail = _extra(rec.extra) if rec.extra else ""
     except (_NotPlain, ValueError):  # ValueError: an int too long for str()
         return None

@@ -180,5 +180,5 @@ def _chunk_view(r: ChunkRecord) -> LiveChunk:
         r.t_ns,
         lateness_ns=r.lateness_ns if up else None,
         play_ns=None if up else r.play_ns,
-        level_dbfs=r.level_dbfs,
+        level_dbfs=r.level,
     )

@@ -20,6 +20,11 @@ session uses them unconditionally:
   samples_path           False  `sample_path()` measures the path (round trips, send backlog)
   sample_path()          []     `net.*` events of one sample; the session calls it every
                                 `path_interval_s` (WebSocket: ping/pong + TCP_INFO)
+  send_event_now(k, d)   False  `send_event` without waiting, from the clock's tick (the
+                                session's clock probes: rig.sessionchores); False: not now
+  sample_path_now(emit)  False  `sample_path` without waiting: events to `emit` as they
+                                come (a pong's round trip from the socket's read); False:
+                                its round trip must be awaited (`path_round_trip()`)
 """
 
 from __future__ import annotations
@@ -91,3 +96,18 @@ class Transport(abc.ABC):
     async def sample_path(self) -> list[DownEvent]:
         """One sample of the path to the system: `net.rtt` / `net.tcp` events (default: none)."""
         return []
+
+    def send_event_now(self, kind: str, data: dict[str, Any]) -> bool:
+        """`send_event` without waiting; False when that cannot be done now (nothing sent:
+        the caller awaits `send_event`). Default: never."""
+        return False
+
+    def sample_path_now(self, emit: Callable[[list[DownEvent]], None]) -> bool:
+        """`sample_path` without waiting, its events handed to `emit` (now, or as a reply
+        arrives); False: its round trip was not started (what it emitted stands): the
+        caller awaits `path_round_trip()`. Default: never (the caller awaits `sample_path`)."""
+        return False
+
+    async def path_round_trip(self) -> list[DownEvent]:
+        """The round-trip half of `sample_path`, after `sample_path_now` returned False."""
+        return await self.sample_path()

@@ -38,7 +38,7 @@ from rig.transports import wsdirect
 from rig.transports.base import Transport
 from rig.transports.wsdirect import DirectMessages
 from rig.transports.wsread import BufferedReads
-from rig.transports.wssend import can_write_now, send_message, write_now
+from rig.transports.wssend import can_write_now, ping_now, send_message, write_now
 
 
 class ArrivalStamps:
@@ -50,6 +50,9 @@ class ArrivalStamps:
     stamps: collections.deque[int]
     #: arrival stamp of each pong by its payload (rig.net.pathsample takes them out)
     pong_ns: dict[bytes, int]
+    #: each pong's payload and stamp as it arrives (the path sampler's pings written from
+    #: the tick); True: taken, not kept in `pong_ns`
+    on_pong: Callable[[bytes, int], bool] | None
 
     def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,6 +60,7 @@ class ArrivalStamps:
         self._rx_ns = 0
         self.stamps = collections.deque()
         self.pong_ns = {}
+        self.on_pong = None
 
     def data_received(self, data: bytes) -> None:
         self._rx_ns = self._now_ns()
@@ -67,8 +71,12 @@ class ArrivalStamps:
             self.stamps.append(self._rx_ns)
         elif isinstance(event, Frame) and event.opcode is Opcode.PONG:
             data = bytes(event.data)
-            if data.startswith(PING_PREFIX) and len(self.pong_ns) < MAX_PONGS:
-                self.pong_ns[data] = self._rx_ns
+            if data.startswith(PING_PREFIX):
+                on_pong = self.on_pong
+                if on_pong is not None and on_pong(data, self._rx_ns):
+                    pass
+                elif len(self.pong_ns) < MAX_PONGS:
+                    self.pong_ns[data] = self._rx_ns
         super().process_event(event)  # type: ignore[misc]
 
 
@@ -299,13 +307,40 @@ class WebSocketTransport(Transport):
                 f"closed while sending {kind}: {redact_text(str(exc))}", code=_code(exc)
             ) from exc
 
+    def send_event_now(self, kind: str, data: dict[str, Any]) -> bool:
+        ws = self._ws
+        if ws is None or not can_write_now(ws):
+            return False
+        try:
+            write_now(ws, self.dialect.encode_event(kind, data, self.clock.now_ns()))
+        except ConnectionClosed as exc:
+            why = exc.__cause__ if exc.__cause__ is not None else exc
+            raise TransportError(
+                f"closed while sending {kind}: {redact_text(str(why))}", code=_code(exc)
+            ) from exc
+        return True
+
+    def _path_sampler(self) -> PathSampler | None:
+        ws = self._ws
+        if ws is None:
+            return None
+        if self._sampler is None:
+            self._sampler = PathSampler(ws, self.clock, ping_now=functools.partial(ping_now, ws))
+            ws.on_pong = self._sampler.pong
+        return self._sampler
+
     async def sample_path(self) -> list[DownEvent]:
         """One ping round trip and the TCP state (`net.rtt`, `net.tcp`; rig.net.pathsample)."""
-        if self._ws is None:
-            return []
-        if self._sampler is None:
-            self._sampler = PathSampler(self._ws, self.clock)
-        return await self._sampler.sample()
+        sampler = self._path_sampler()
+        return [] if sampler is None else await sampler.sample()
+
+    def sample_path_now(self, emit: Callable[[list[DownEvent]], None]) -> bool:
+        sampler = self._path_sampler()
+        return sampler is not None and sampler.sample_now(emit)
+
+    async def path_round_trip(self) -> list[DownEvent]:
+        sampler = self._path_sampler()
+        return [] if sampler is None else await sampler.round_trip()
 
     async def receive(self) -> AsyncIterator[Incoming]:
         ws = self._require()

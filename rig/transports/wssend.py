@@ -127,6 +127,22 @@ def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
         raise ConnectionClosed(None, None) from exc
 
 
+def ping_now(ws: Connection, payload: bytes) -> bool:
+    """A ping written without waiting (only when `can_write_now`); False: not now (nothing
+    was sent). Not registered with websockets' own pong waiters: the pong is unsolicited to
+    it, and the caller learns of it from the connection's pong stamps (rig.net.pathsample)."""
+    if not can_write_now(ws):
+        return False
+    ws.protocol.send_ping(payload)
+    try:
+        ws.send_data()
+    except Exception as exc:
+        ws.set_connection_exc(exc)
+        ws.transport.abort()
+        raise ConnectionClosed(None, None) from exc
+    return True
+
+
 async def send_message(ws: Connection, message: str | bytes) -> None:
     """Send one complete text (str) or binary (bytes) message, as `ws.send(message)`."""
     if not can_write_now(ws):

@@ -23,3 +23,22 @@ def test_records_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         e.kind = "x"  # type: ignore[misc]
     assert e.to_json() == {"kind": "stall", "t_ns": 1, "source": "rig", "seq": 2}
+
+
+def test_an_uplink_chunk_level_is_computed_by_whoever_writes_it() -> None:
+    """The session leaves an uplink frame's level to the writer thread (`pcm`, no
+    `level_dbfs`): the JSON line (both encoders) and the live view carry the same level."""
+    import numpy as np
+
+    from rig.audio.pcm import level_dbfs
+    from rig.recordings.lines import chunk_line
+    from rig.recordings.sink import _chunk_view
+
+    pcm = (np.sin(np.arange(320) / 5) * 8000).astype(np.int16)
+    up = ChunkRecord("up", 3, 320, 16000, 10, 9, 1, pcm=pcm)
+    want = level_dbfs(pcm)
+    assert up.level == want and up.to_json()["level_dbfs"] == want
+    assert chunk_line(up) == json.dumps(up.to_json(), separators=(",", ":")) + "\n"
+    assert _chunk_view(up).level_dbfs == want
+    assert up == ChunkRecord("up", 3, 320, 16000, 10, 9, 1, pcm=pcm.copy())  # not compared
+    assert ChunkRecord("up", 3, 320, 16000, 10, 9, 1, level_dbfs=-3.0, pcm=pcm).level == -3.0
