@@ -291,9 +291,22 @@ class Session:
 
     def _sent(self, frame: Frame, t_sent: int) -> list[tuple[int, int]]:
         """A frame went out: its records to the sink; the barge-ins it started."""
-        assert self.uplink is not None
-        records, barge_ins = self.uplink.sent(frame, t_sent, self.transport.sent_extra(frame.seq))
-        self.sink.put_all(records)
+        uplink = self.uplink
+        assert uplink is not None
+        extra = self.transport.sent_extra(frame.seq)
+        plain = None if extra is not None else uplink.sent_plain(frame, t_sent)
+        if plain is not None:  # most frames: one hand-off, no record objects (rig.recordings)
+            barge_ins: list[tuple[int, int]] = []
+            late, records = plain
+            sink = self.sink
+            sink.up_frame(
+                frame.pcm, frame.clean, uplink.rate, frame.seq, t_sent, frame.deadline_ns, late
+            )
+            if records:
+                sink.put_all(records)
+        else:
+            records, barge_ins = uplink.sent(frame, t_sent, extra)
+            self.sink.put_all(records)
         if self.link.behind(t_sent, frame, round(self.cfg.send_timeout_s * NS_PER_S)):
             # sends drain slower than real time: stop here rather than burst later
             late_s = (t_sent - frame.deadline_ns) / NS_PER_S

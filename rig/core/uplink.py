@@ -138,6 +138,25 @@ class Uplink:
             seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after), clean
         )
 
+    def sent_plain(self, frame: Frame, t_sent_ns: int) -> tuple[int, list[Record]] | None:
+        """`sent` for most frames of a stream: a real-time frame with no marks that starts
+        no barge-in. Its lateness and only the records besides its audio and chunk line (a
+        stall), which the caller writes itself from the frame (rig.recordings: one hand-off
+        to the writer, no record objects per frame); None: not such a frame, nothing
+        recorded: call `sent`."""
+        if (
+            frame.marks
+            or frame.seq < self.pacer.fast_frames
+            or self._barges_seen < len(self.director.barge_ins)
+        ):
+            return None
+        late, stall = self.pacer.record(t_sent_ns)
+        self.send_ns.append(t_sent_ns)
+        self.lateness_ns.append(late)
+        if stall:
+            return late, [EventRecord("stall", t_sent_ns, {"seq": frame.seq, "lateness_ns": late})]
+        return late, []
+
     def sent(
         self, frame: Frame, t_sent_ns: int, extra: dict[str, Any] | None = None
     ) -> tuple[list[Record], list[tuple[int, int]]]:

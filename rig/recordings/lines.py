@@ -16,6 +16,15 @@ import math
 
 from rig.core.records import ChunkRecord
 
+#: the line of an uplink frame handed over as one tuple (RecordingWriter's "up" items): the
+#: bytes `chunk_line` writes for an "up" ChunkRecord of plain ints with a lateness, no
+#: server stamp, no play time, a level (a float: %r is its repr, as json writes it) and no
+#: extra fields (tested against it)
+UP_LINE = (
+    '{"dir":"up","seq":%d,"n_samples":%d,"sample_rate":%d,"t_ns":%d,"t_sched_ns":%d,'
+    '"lateness_ns":%d,"server_ts_ms":null,"level_dbfs":%r}\n'
+)
+
 
 class _NotPlain(Exception):
     """A value the fast path does not format: the caller takes the general path."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rig.audio.pcm import Pcm16
 from rig.core.events import ControlRequest
 from rig.core.live import (
     LiveChunk,
@@ -105,6 +106,28 @@ class RolloutSink:
             rec.received_audio(record.sample_rate, record.pcm)
         elif isinstance(record, TrackAudio):
             rec.track_audio(record.name, record.sample_rate, record.pcm)
+
+    def up_frame(
+        self,
+        pcm: Pcm16,
+        clean: Pcm16 | None,
+        rate: int,
+        seq: int,
+        t_ns: int,
+        t_sched_ns: int,
+        lateness_ns: int,
+    ) -> None:
+        """An uplink frame as sent: what `UserAudio` and its `ChunkRecord` would write,
+        handed to the writer as one tuple (its line and level made there); `pcm` and
+        `clean` are the frame's own (never changed afterwards). With a live view, the
+        records go the usual way (the view shows each chunk)."""
+        rec = self.recorder
+        if self._publish is None:
+            rec.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
+            return
+        n = int(pcm.size)
+        chunk = ChunkRecord("up", seq, n, rate, t_ns, t_sched_ns, lateness_ns, pcm=pcm)
+        self.put_all([UserAudio(pcm, clean), chunk])
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         """`put` each, handed to the writer as one item (a frame's records together)."""

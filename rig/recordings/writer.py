@@ -39,11 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from rig.audio.pcm import Pcm16
+from rig.audio.pcm import Pcm16, level_dbfs
 from rig.clock.base import MonotonicClock
 from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.jsonwrite import _json_line, describe_os_error, write_json_atomic
-from rig.recordings.lines import chunk_line
+from rig.recordings.lines import UP_LINE, chunk_line
 from rig.recordings.wav import WavAppender, write_all
 from rig.redact import redact_urls
 
@@ -253,8 +253,8 @@ class RecordingWriter:
 
     def _apply(self, item: tuple[Any, ...]) -> str | None:
         op, key = item[0], item[1]
-        if self.write_delay_s and op in ("chunk", "user", "system", "received"):
-            time.sleep(self.write_delay_s)
+        if self.write_delay_s and op in ("chunk", "user", "system", "received", "up"):
+            time.sleep(self.write_delay_s * (2 if op == "up" else 1))  # "up": audio + line
         if op == "barrier":
             item[2]()
             return None
@@ -267,7 +267,14 @@ class RecordingWriter:
             if key in self._rollout_errors:
                 self.dropped_after_error += 1
             return None
-        if op == "chunk":
+        if op == "up":  # an uplink frame: its line (as chunk_line writes it) and its audio
+            _, _, pcm, clean, rate, seq, t_ns, t_sched, late = item
+            level = level_dbfs(pcm)
+            files.chunk_lines.append(UP_LINE % (seq, pcm.size, rate, t_ns, t_sched, late, level))
+            files.user.append(pcm)
+            if clean is not None:
+                self._clean(files).append(clean)
+        elif op == "chunk":
             rec = item[2]
             files.chunk_lines.append(chunk_line(rec) or _json_line(rec.to_json()))
         elif op == "event":  # events carry free text (reasons, server messages): no URL secrets
@@ -275,10 +282,7 @@ class RecordingWriter:
         elif op == "user":
             files.user.append(item[2])
             if item[3] is not None:  # the frame before the uplink's hooks (conditions, echo)
-                if files.clean is None:
-                    path = os.path.join(files.dir, "user_clean.wav")
-                    files.clean = WavAppender(path, files.user.sample_rate)
-                files.clean.append(item[3])
+                self._clean(files).append(item[3])
         elif op == "system":
             rate, start, pcm = item[2], item[3], item[4]
             system = self._system(files, rate)
@@ -324,6 +328,13 @@ class RecordingWriter:
                     f.close()
             raise
         return _RolloutFiles(d, chunks, events, [], [], user, None)
+
+    @staticmethod
+    def _clean(files: _RolloutFiles) -> WavAppender:
+        if files.clean is None:
+            path = os.path.join(files.dir, "user_clean.wav")
+            files.clean = WavAppender(path, files.user.sample_rate)
+        return files.clean
 
     def _system(self, files: _RolloutFiles, rate: int) -> WavAppender:
         if files.system is None:
@@ -421,6 +432,20 @@ class RolloutRecorder:
 
     def chunk(self, record: ChunkRecord) -> None:
         self._put(("chunk", self.dir, record))  # serialised by the writer thread
+
+    def up_frame(
+        self,
+        pcm: Pcm16,
+        clean: Pcm16 | None,
+        rate: int,
+        seq: int,
+        t_ns: int,
+        t_sched_ns: int,
+        lateness_ns: int,
+    ) -> None:
+        """An uplink frame's audio and chunk line in one tuple (rig.recordings.sink
+        `up_frame`): the arrays are the frame's own, not copied."""
+        self._put(("up", self.dir, pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns))
 
     def event(self, record: EventRecord) -> None:
         self._put(("event", self.dir, record))
