@@ -94,9 +94,13 @@ async def test_plain_frames_write_what_the_records_write(tmp_path, monkeypatch) 
     assert '"barge_in"' in events or '"truncate"' in events or "inject" in events
 
 
-async def test_a_live_view_still_sees_every_uplink_chunk(tmp_path, monkeypatch) -> None:
+async def test_a_live_view_sees_what_the_records_show(tmp_path, monkeypatch) -> None:
     m, live = await _run(tmp_path, "live", monkeypatch, plain=True, publish=True)
-    assert m["status"] == "ok"
+    m2, live2 = await _run(tmp_path, "live2", monkeypatch, plain=False, publish=True)
+    assert m["status"] == m2["status"] == "ok"
     ups = [e for e in live if type(e).__name__ == "LiveChunk" and e.dir == "up"]
     assert len(ups) == m["uplink"]["frames"]
     assert all(e.level_dbfs is not None for e in ups)
+    assert ups == [e for e in live2 if type(e).__name__ == "LiveChunk" and e.dir == "up"]
+    for f in ("chunks.jsonl", "user.wav"):
+        assert (tmp_path / "live" / f).read_bytes() == (tmp_path / "live2" / f).read_bytes()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rig.audio.pcm import Pcm16
+from rig.audio.pcm import Pcm16, level_dbfs
 from rig.core.events import ControlRequest
 from rig.core.live import (
     LiveChunk,
@@ -119,15 +119,12 @@ class RolloutSink:
     ) -> None:
         """An uplink frame as sent: what `UserAudio` and its `ChunkRecord` would write,
         handed to the writer as one tuple (its line and level made there); `pcm` and
-        `clean` are the frame's own (never changed afterwards). With a live view, the
-        records go the usual way (the view shows each chunk)."""
-        rec = self.recorder
-        if self._publish is None:
-            rec.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
-            return
-        n = int(pcm.size)
-        chunk = ChunkRecord("up", seq, n, rate, t_ns, t_sched_ns, lateness_ns, pcm=pcm)
-        self.put_all([UserAudio(pcm, clean), chunk])
+        `clean` are the frame's own (never changed afterwards). A live view gets the chunk
+        as `_chunk_view` shows it (its level measured here too)."""
+        self.recorder.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
+        if self._publish is not None:
+            level = level_dbfs(pcm)
+            self.publish(LiveChunk("up", seq, int(pcm.size), t_ns, lateness_ns, None, level))
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         """`put` each, handed to the writer as one item (a frame's records together)."""
