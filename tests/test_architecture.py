@@ -35,7 +35,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig.transports", "rig.scenarios", "rig.reporting", "rig.dashboard", "rig.scoring"),
     ("rig.loopwatch", "rig.sendwatch"),  # loop-lag and blocked-send watchdogs (same layer)
     ("rig.sessionlink",),  # a rollout's sends under deadlines, listening loops and close
-    ("rig.sessiontick",),  # its frames sent from the loop's shared tick
+    ("rig.sessiontick", "rig.sessionchores"),  # its frames and its probes/path samples
+    # sent from the loop's shared tick (siblings: neither imports the other)
     ("rig.session", "rig.realtime", "rig.childproc", "rig.sim"),  # asyncio shells
     ("rig.hostwatch",),  # observers of the machine itself (--host-watch; dies with the run)
     # the proxy (a rollout per connection); the relay process; shards merged, Ray

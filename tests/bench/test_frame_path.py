@@ -29,3 +29,15 @@ def test_the_receive_path_bench_reads_every_message_both_ways() -> None:
     # the ready message, every audio message and the close, both ways
     assert out.count("42 messages") == 2, out
     assert "data_received / recv:" in out
+
+
+@pytest.mark.realtime
+def test_the_tree_ab_runs_each_tree_and_prints_the_ratio() -> None:
+    root = BENCH.parent
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "abtrees.py"), "--trees", f"a={root}", f"b={root}",
+         "--n", "2", "--seconds", "1", "--rounds", "1"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert out.count("'timing_valid': 2") == 2, out
+    assert "b / a per pair (steady): [" in out
