@@ -6,9 +6,14 @@ for the ping, an armed timeout: at 100 rollouts about 12 µs per uplink frame, a
 the rig's CPU (docs/pacing.md, "Eighth pass"). From the tick they run synchronously in
 the wake that already serves the stream's frames.
 
-How this works: `Chores.start` registers each chore with the clock's tick (`call_at`), due
-just after one of the stream's own frame deadlines (1 ns after it, so the frames of that
-wake go first), every `probe_interval_s` / `path_interval_s`. A probe is written at once
+How this works: `Chores.start` registers each chore with the clock's tick (`call_at`). A
+probe is due just after one of the stream's own frame deadlines (1 ns after it, so the
+frames of that wake go first), every `probe_interval_s`. A path sample is due every
+`path_interval_s` at a phase drawn anew within the frame period each time: read always just
+after a frame's write, the kernel's smoothed RTT (which moves with the delayed ACKs of
+one-way traffic within each period) showed a floor of 8 ms on a loopback hop whose floor
+is under 2 ms (tests/relay/test_relay.py); a phase that walks, as the old task's did,
+samples it fairly. A probe is written at once
 (`Transport.send_event_now`); a path sample reads the TCP state and writes its ping at once
 (`Transport.sample_path_now`), and the ping's `net.rtt` is emitted when the pong comes off
 the socket. Whatever cannot be done without waiting (the socket not writable now, a
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -46,6 +52,9 @@ class Chores:
         self._handles: list[TickHandle] = []
         self._slow: dict[str, asyncio.Task[None]] = {}  # chore -> its slow task, if running
         self._probe_k = 0
+        #: the path samples' phases (seeded: a run on a virtual clock repeats itself)
+        self._rng = random.Random(0x9A7)
+        self._path_first = True
         self.probes = 0  # probes written from the tick (the rest went the slow way)
         self.samples = 0  # path samples whose ping was written from the tick
 
@@ -60,7 +69,11 @@ class Chores:
             chores.append((self._path, cfg.path_interval_s))
         now = self.link.clock.now_ns()
         for chore, interval_s in chores:
-            tick, first = self._every(chore, round(interval_s * NS_PER_S), now)
+            interval_ns = round(interval_s * NS_PER_S)
+            if chore == self._probe:  # the probe loop's first probe came one interval in
+                tick, first = self._every(chore, interval_ns, now + interval_ns, self._on_frame)
+            else:  # the path loop sampled at once (the path before the stream loads it)
+                tick, first = self._every(chore, interval_ns, now, self._any_phase)
             handle = self.clock.call_at(first, tick)
             if handle is None:
                 self.cancel()
@@ -79,20 +92,35 @@ class Chores:
             seq += -(-(t_ns - first) // round(frame_ns))
         return max(pacer.deadline_ns(seq), t_ns) + 1
 
+    def _on_frame(self, t_ns: int) -> int:
+        return self._after(t_ns)
+
+    def _any_phase(self, t_ns: int) -> int:
+        """`t_ns` plus a fresh offset within one frame period (none for the first sample,
+        at the start)."""
+        if self._path_first:
+            self._path_first = False
+            return t_ns
+        return t_ns + self._rng.randrange(max(1, round(self.pacer.config.frame_ns)))
+
     def _every(
-        self, chore: Callable[[int], None], interval_ns: int, start_ns: int
+        self,
+        chore: Callable[[int], None],
+        interval_ns: int,
+        start_ns: int,
+        place: Callable[[int], int],
     ) -> tuple[Callable[[int], int], int]:
-        """The tick function of a chore due every `interval_ns` from `start_ns` (each turn
-        on the frame deadline at or after its nominal time; the nominal times do not
-        drift), and its first deadline."""
-        nominal = [start_ns + interval_ns]
+        """The tick function of a chore due at `start_ns` and every `interval_ns` after it
+        (each turn where `place` puts its nominal time; the nominal times do not drift), and
+        its first deadline."""
+        nominal = [start_ns]
 
         def tick(deadline: int) -> int:
             chore(deadline)
             nominal[0] += interval_ns
-            return self._after(nominal[0])
+            return place(nominal[0])
 
-        return tick, self._after(nominal[0])
+        return tick, place(nominal[0])
 
     def _probe(self, deadline: int) -> None:
         k = self._probe_k
