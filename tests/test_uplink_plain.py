@@ -59,7 +59,7 @@ def _steps() -> list[Any]:
     ]
 
 
-async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: bool = False):
+async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: Any = False):
     if not plain:
         monkeypatch.setattr(Uplink, "sent_plain", lambda self, frame, t: None)
     clock = FakeClock(1_000_000_000)
@@ -70,7 +70,8 @@ async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: bool = Fa
     plan = UserPlan(np.zeros(0, np.int16), RATE, [], [], steps=_steps())
     cfg = SessionConfig(start_lead_ms=0, prefill_speed=4.0)
     live: list[Any] = []
-    s = Session(name, system, plan, rec, clock, cfg, publish=live.append if publish else None)
+    pub = live.append if publish is True else (publish or None)
+    s = Session(name, system, plan, rec, clock, cfg, publish=pub)
     m = await run_alone(s)
     writer.close()
     monkeypatch.undo()
@@ -104,3 +105,39 @@ async def test_a_live_view_sees_what_the_records_show(tmp_path, monkeypatch) -> 
     assert ups == [e for e in live2 if type(e).__name__ == "LiveChunk" and e.dir == "up"]
     for f in ("chunks.jsonl", "user.wav"):
         assert (tmp_path / "live" / f).read_bytes() == (tmp_path / "live2" / f).read_bytes()
+
+
+async def test_nobody_listening_no_chunk_views_until_someone_subscribes(
+    tmp_path, monkeypatch
+) -> None:
+    """A headless run without MQTT has no subscriber on its bus: the sessions then build no
+    chunk view per frame (no level measured on the loop for it), publish everything else,
+    and record the same bytes; once someone subscribes, every frame is seen again."""
+    import rig.recordings.sink as sink_mod
+    from rig.telemetry.bus import EventBus
+    from rig.telemetry.session_bridge import session_publisher
+
+    bus = EventBus()
+    kinds: list[str] = []
+    real = bus.publish
+    monkeypatch.setattr(bus, "publish", lambda e: (kinds.append(e.kind), real(e))[1])
+    levels: list[int] = []
+    monkeypatch.setattr(sink_mod, "level_dbfs", lambda pcm: levels.append(1) or level_dbfs(pcm))
+    factory = session_publisher(bus, "run", FakeClock())
+    quiet = factory("quiet")
+    assert quiet.listening() is False  # type: ignore[attr-defined]
+    m, _ = await _run(tmp_path, "quiet", monkeypatch, plain=True, publish=quiet)
+    assert m["status"] == "ok"
+    assert "status" in kinds and "chunk" not in kinds and not levels
+    m0, _ = await _run(tmp_path, "none", monkeypatch, plain=True)
+    for f in ("chunks.jsonl", "events.jsonl", "user.wav", "system.wav"):
+        assert (tmp_path / "quiet" / f).read_bytes() == (tmp_path / "none" / f).read_bytes()
+
+    sub = bus.subscribe(maxlen=100_000)
+    monkeypatch.setattr(bus, "publish", lambda e: (kinds.append(e.kind), real(e))[1])
+    kinds.clear()
+    watched = factory("watched")
+    assert watched.listening() is True  # type: ignore[attr-defined]
+    m2, _ = await _run(tmp_path, "watched", monkeypatch, plain=True, publish=watched)
+    ups = [e for e in sub.drain() if e.kind == "chunk" and e.data["dir"] == "up"]
+    assert len(ups) == m2["uplink"]["frames"] > 0

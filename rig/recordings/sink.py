@@ -68,6 +68,10 @@ class RolloutSink:
     def __init__(self, recorder: RolloutRecorder, publish: Publish | None = None) -> None:
         self.recorder = recorder
         self._publish = publish
+        #: whether anyone watches now (a publish function's own `listening`, e.g.
+        #: rig.telemetry.session_bridge's: the bus has a subscriber); chunk views, the
+        #: per-frame part of the live feed, are built only then
+        self._listening: Callable[[], bool] = getattr(publish, "listening", _always)
         self._live = LiveResponses()
         #: sees every played piece of system audio as it goes to system.wav, and its final
         #: padding (the echo condition hears the playback track through it: rig.echo.path)
@@ -78,8 +82,12 @@ class RolloutSink:
         rec = self.recorder
         if isinstance(record, ChunkRecord):
             rec.chunk(record)
-            # no live view: no view dict built per chunk
-            if self._publish is not None and (record.dir == "up" or record.play_ns is not None):
+            # no live view: no view built per chunk (nor its level measured)
+            if (
+                self._publish is not None
+                and (record.dir == "up" or record.play_ns is not None)
+                and self._listening()
+            ):
                 self.publish(_chunk_view(record))
         elif isinstance(record, EventRecord):
             rec.event(record)
@@ -120,9 +128,9 @@ class RolloutSink:
         """An uplink frame as sent: what `UserAudio` and its `ChunkRecord` would write,
         handed to the writer as one tuple (its line and level made there); `pcm` and
         `clean` are the frame's own (never changed afterwards). A live view gets the chunk
-        as `_chunk_view` shows it (its level measured here too)."""
+        as `_chunk_view` shows it (its level measured here too), while one listens."""
         self.recorder.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
-        if self._publish is not None:
+        if self._publish is not None and self._listening():
             level = level_dbfs(pcm)
             self.publish(LiveChunk("up", seq, int(pcm.size), t_ns, lateness_ns, None, level))
 
@@ -188,6 +196,10 @@ class RolloutSink:
                 self._publish(event)
             except Exception:  # noqa: BLE001 - telemetry must never hurt the stream
                 pass
+
+
+def _always() -> bool:
+    return True
 
 
 def _chunk_view(r: ChunkRecord) -> LiveChunk:

@@ -150,20 +150,37 @@ def session_publisher(
 ) -> Callable[[str], Callable[[LiveEvent], None]]:
     """A factory: rollout id -> publish function for that rollout's session.
 
-    `targets`: rollout id -> `target_fields(...)`; `target`: one target string for all."""
+    `targets`: rollout id -> `target_fields(...)`; `target`: one target string for all.
+    Each function's `listening()` says whether the bus has a subscriber now: a headless run
+    without MQTT has none, and the session then builds no chunk view per frame (a level
+    measured on the event loop, three objects: ~5 µs a frame at 200 rollouts)."""
 
     def for_rollout(rollout_id: str) -> Callable[[LiveEvent], None]:
         where: dict[str, Any] = dict((targets or {}).get(rollout_id) or {})
         if target is not None and "target" not in where:
             where["target"] = target
-
-        def publish(event: LiveEvent) -> None:
-            convert = CONVERT.get(type(event))
-            if convert is None:
-                return
-            t = int(event.t_ns or clock.now_ns())
-            bus.publish(convert(run_id, rollout_id, t, event, where))
-
-        return publish
+        return RolloutPublish(bus, run_id, rollout_id, clock, where)
 
     return for_rollout
+
+
+class RolloutPublish:
+    """One rollout's publish function (see `session_publisher`)."""
+
+    __slots__ = ("_bus", "_clock", "_rid", "_run_id", "_where")
+
+    def __init__(
+        self, bus: EventBus, run_id: str, rollout_id: str, clock: Clock, where: _Where
+    ) -> None:
+        self._bus, self._run_id, self._rid = bus, run_id, rollout_id
+        self._clock, self._where = clock, where
+
+    def __call__(self, event: LiveEvent) -> None:
+        convert = CONVERT.get(type(event))
+        if convert is None:
+            return
+        t = int(event.t_ns or self._clock.now_ns())
+        self._bus.publish(convert(self._run_id, self._rid, t, event, self._where))
+
+    def listening(self) -> bool:
+        return bool(self._bus.subscriptions)
