@@ -291,10 +291,7 @@ class WebSocketTransport(Transport):
         try:
             write_now(ws, self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns))
         except ConnectionClosed as exc:
-            why = exc.__cause__ if exc.__cause__ is not None else exc
-            raise TransportError(
-                f"closed while sending: {redact_text(str(why))}", code=_code(exc)
-            ) from exc
+            raise _closed_now(exc, "closed while sending") from exc
         return t_ns
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
@@ -314,10 +311,7 @@ class WebSocketTransport(Transport):
         try:
             write_now(ws, self.dialect.encode_event(kind, data, self.clock.now_ns()))
         except ConnectionClosed as exc:
-            why = exc.__cause__ if exc.__cause__ is not None else exc
-            raise TransportError(
-                f"closed while sending {kind}: {redact_text(str(why))}", code=_code(exc)
-            ) from exc
+            raise _closed_now(exc, f"closed while sending {kind}") from exc
         return True
 
     def _path_sampler(self) -> PathSampler | None:
@@ -452,6 +446,13 @@ class WebSocketTransport(Transport):
 def _code(exc: ConnectionClosed) -> int | None:
     rcvd = exc.rcvd
     return rcvd.code if rcvd is not None else None
+
+
+def _closed_now(exc: ConnectionClosed, what: str) -> TransportError:
+    """The error of a write that found the connection closed: why it closed (the socket's
+    error when there was one), redacted."""
+    why = exc.__cause__ if exc.__cause__ is not None else exc
+    return TransportError(f"{what}: {redact_text(str(why))}", code=_code(exc))
 
 
 __all__ = [

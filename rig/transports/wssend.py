@@ -119,6 +119,12 @@ def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
     write ends the connection as `send()` does and raises ConnectionClosed."""
     for message in messages:
         _frame(ws, message)
+    _send_data_now(ws)
+
+
+def _send_data_now(ws: Connection) -> None:
+    """Write what the protocol holds; a failed write ends the connection as `send()` does
+    and raises ConnectionClosed (nothing awaited: the caller is the tick)."""
     try:
         ws.send_data()
     except Exception as exc:
@@ -134,12 +140,7 @@ def ping_now(ws: Connection, payload: bytes) -> bool:
     if not can_write_now(ws):
         return False
     ws.protocol.send_ping(payload)
-    try:
-        ws.send_data()
-    except Exception as exc:
-        ws.set_connection_exc(exc)
-        ws.transport.abort()
-        raise ConnectionClosed(None, None) from exc
+    _send_data_now(ws)
     return True
 
 
