@@ -22,7 +22,7 @@ Publishing never raises into the audio loop: a failing subscriber costs its own 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from rig.audio.pcm import Pcm16, level_dbfs
 from rig.core.events import ControlRequest
@@ -50,6 +50,8 @@ from rig.core.selfcheck import Verdict
 from rig.recordings.writer import RolloutRecorder
 
 Publish = Callable[[LiveEvent], None]
+#: (dir, seq, n_samples, t_ns, lateness_ns, level_dbfs): a chunk view as its fields
+ChunkLane = Callable[[Literal["up", "down"], int, int, int, "int | None", "float | None"], None]
 
 #: events that carry one measured round trip (`rtt_ms`): ping/pong (rig.net) and RTCP
 RTT_KINDS = ("net.rtt", "server.rtcp.rr")
@@ -72,6 +74,9 @@ class RolloutSink:
         #: rig.telemetry.session_bridge's: the bus has a subscriber); chunk views, the
         #: per-frame part of the live feed, are built only then
         self._listening: Callable[[], bool] = getattr(publish, "listening", _always)
+        #: a publish function's own per-chunk lane (`RolloutPublish.chunk`: the chunk as its
+        #: fields, no LiveChunk or, for a folding subscriber, no event), if it has one
+        self._lane: ChunkLane | None = getattr(publish, "chunk", None)
         self._live = LiveResponses()
         #: sees every played piece of system audio as it goes to system.wav, and its final
         #: padding (the echo condition hears the playback track through it: rig.echo.path)
@@ -88,7 +93,7 @@ class RolloutSink:
                 and (record.dir == "up" or record.play_ns is not None)
                 and self._listening()
             ):
-                self.publish(_chunk_view(record))
+                self._chunk(_chunk_view(record))
         elif isinstance(record, EventRecord):
             rec.event(record)
             if record.source == "server":
@@ -132,7 +137,25 @@ class RolloutSink:
         self.recorder.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
         if self._publish is not None and self._listening():
             level = level_dbfs(pcm)
-            self.publish(LiveChunk("up", seq, int(pcm.size), t_ns, lateness_ns, None, level))
+            lane = self._lane
+            if lane is None:
+                self.publish(LiveChunk("up", seq, int(pcm.size), t_ns, lateness_ns, None, level))
+                return
+            try:
+                lane("up", seq, int(pcm.size), t_ns, lateness_ns, level)
+            except Exception:  # noqa: BLE001 - telemetry must never hurt the stream
+                pass
+
+    def _chunk(self, view: LiveChunk) -> None:
+        """A chunk view, through the publish function's lane where it has one."""
+        lane = self._lane
+        if lane is None or view.stall is not None:
+            self.publish(view)
+            return
+        try:
+            lane(view.dir, view.seq, view.n_samples, view.t_ns, view.lateness_ns, view.level_dbfs)
+        except Exception:  # noqa: BLE001 - telemetry must never hurt the stream
+            pass
 
     def put_all(self, records: Iterable[Record | ControlRequest]) -> None:
         """`put` each, handed to the writer as one item (a frame's records together)."""

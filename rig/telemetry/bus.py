@@ -17,7 +17,8 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 
-from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.events import Direction, TelemetryEvent
+from rig.telemetry.events import chunk as chunk_event
 
 DEFAULT_QUEUE_SIZE = 8192
 
@@ -46,6 +47,22 @@ class Subscription:
         self.received += 1
         if not self._wake.is_set():
             self._wake.set()
+
+    def _put_chunk(
+        self,
+        run_id: str,
+        rollout_id: str,
+        t_ns: int,
+        direction: Direction,
+        seq: int,
+        n_samples: int,
+        lateness_ns: int | None,
+        level_dbfs: float | None,
+        stall: bool | None,
+    ) -> bool:
+        """Take a chunk given as fields (`EventBus.publish_chunk`); False: this subscription
+        wants the event itself (a subscription that folds chunks says True)."""
+        return False
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -118,6 +135,41 @@ class EventBus:
             try:
                 if sub.kinds is None or event.kind in sub.kinds:
                     sub._put(event)
+            except Exception:  # noqa: BLE001 - the audio path must never see a telemetry fault
+                self.errors += 1
+
+    def publish_chunk(
+        self,
+        run_id: str,
+        rollout_id: str,
+        t_ns: int,
+        direction: Direction,
+        seq: int,
+        n_samples: int,
+        lateness_ns: int | None = None,
+        level_dbfs: float | None = None,
+        stall: bool | None = None,
+    ) -> None:
+        """`publish(events.chunk(...))` where a subscriber folds chunks itself (the view feed):
+        the fields go straight into its fold and the event is made only for a subscriber that
+        queues it. A watched run publishes one per frame and direction."""
+        self.published += 1
+        event: TelemetryEvent | None = None
+        for sub in self._subs:
+            try:
+                if sub.kinds is not None and "chunk" not in sub.kinds:
+                    continue
+                if sub._put_chunk(
+                    run_id, rollout_id, t_ns, direction, seq, n_samples,
+                    lateness_ns, level_dbfs, stall,
+                ):  # fmt: skip
+                    continue
+                if event is None:
+                    event = chunk_event(
+                        run_id, rollout_id, t_ns, direction, seq, n_samples,
+                        lateness_ns=lateness_ns, level_dbfs=level_dbfs, stall=stall,
+                    )  # fmt: skip
+                sub._put(event)
             except Exception:  # noqa: BLE001 - the audio path must never see a telemetry fault
                 self.errors += 1
 

@@ -64,29 +64,52 @@ class ChunkCoalescer:
 
     def add(self, ev: TelemetryEvent) -> None:
         d = ev.data
-        key = (ev.run_id, ev.rollout_id, str(d.get("dir")))
+        self.add_fields(
+            ev.run_id,
+            ev.rollout_id,
+            ev.t_ns,
+            str(d.get("dir")),
+            int(d.get("seq", -1)),
+            int(d.get("n_samples", 0)),
+            d.get("lateness_ns"),
+            d.get("level_dbfs"),
+            d.get("stall"),
+        )
+
+    def add_fields(
+        self,
+        run_id: str,
+        rollout_id: str,
+        t_ns: int,
+        direction: str,
+        seq: int,
+        n_samples: int,
+        lateness_ns: int | None,
+        level_dbfs: float | None,
+        stall: bool | None,
+    ) -> None:
+        """`add` of a chunk given as its fields (`EventBus.publish_chunk`: no event made)."""
+        key = (run_id, rollout_id, direction)
         p = self._pending.get(key)
         if p is None:
-            p = self._pending[key] = _Pending(ev.run_id)
-            p.seq_first = int(d.get("seq", -1))
-        p.seq_last = int(d.get("seq", -1))
+            p = self._pending[key] = _Pending(run_id)
+            p.seq_first = seq
+        p.seq_last = seq
         p.n += 1
-        p.samples += int(d.get("n_samples", 0))
-        p.t_ns = ev.t_ns
-        if d.get("lateness_ns") is not None:
-            late = int(d["lateness_ns"])
+        p.samples += n_samples
+        p.t_ns = t_ns
+        if lateness_ns is not None:
+            late = int(lateness_ns)
             p.lateness.append(late)
             p.late_max = late if p.late_n == 0 else max(p.late_max, late)
             p.late_sum += late
             p.late_n += 1
             if len(p.lateness) > 2 * MAX_BATCH_LATENESS:
                 del p.lateness[:-MAX_BATCH_LATENESS]
-        stall = d.get("stall")
         if stall is not None:
             p.stalls = (p.stalls or 0) + bool(stall)
-        lv = d.get("level_dbfs")
-        if lv is not None and (p.level is None or lv > p.level):
-            p.level = float(lv)
+        if level_dbfs is not None and (p.level is None or level_dbfs > p.level):
+            p.level = float(level_dbfs)
 
     def fold_from(self, sub: Subscription, max_n: int | None = None) -> list[TelemetryEvent]:
         """Drain up to `max_n` events of `sub` (all if None): chunk events folded here, the

@@ -184,3 +184,19 @@ class RolloutPublish:
 
     def listening(self) -> bool:
         return bool(self._bus.subscriptions)
+
+    def chunk(
+        self,
+        direction: ev.Direction,
+        seq: int,
+        n_samples: int,
+        t_ns: int,
+        lateness_ns: int | None,
+        level_dbfs: float | None,
+    ) -> None:
+        """`self(LiveChunk(...))` without the LiveChunk or, for a subscriber that folds
+        chunks, the event (`EventBus.publish_chunk`): a watched run's per-frame path."""
+        t = int(t_ns or self._clock.now_ns())
+        self._bus.publish_chunk(
+            self._run_id, self._rid, t, direction, seq, n_samples, lateness_ns, level_dbfs
+        )

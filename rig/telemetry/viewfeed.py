@@ -36,7 +36,7 @@ from rig.core.units import NS_PER_S
 from rig.errors import ProtocolError
 from rig.telemetry.bus import EventBus, Subscription
 from rig.telemetry.coalesce import ChunkCoalescer
-from rig.telemetry.events import TelemetryEvent
+from rig.telemetry.events import Direction, TelemetryEvent
 from rig.telemetry.lifecycle import StartStop
 from rig.telemetry.wire import RETAINED_KINDS, decode, encode
 
@@ -78,6 +78,24 @@ class _FoldingSubscription(Subscription):
             self.received += 1
         else:
             super()._put(event)
+
+    def _put_chunk(
+        self,
+        run_id: str,
+        rollout_id: str,
+        t_ns: int,
+        direction: Direction,
+        seq: int,
+        n_samples: int,
+        lateness_ns: int | None,
+        level_dbfs: float | None,
+        stall: bool | None,
+    ) -> bool:
+        self.coalescer.add_fields(
+            run_id, rollout_id, t_ns, direction, seq, n_samples, lateness_ns, level_dbfs, stall
+        )
+        self.received += 1
+        return True
 
 
 class ViewFeed(StartStop):

@@ -239,3 +239,60 @@ def test_every_status_carries_the_redacted_target_dialect_and_transport() -> Non
     assert chunk.data["stall"] is False
     rtt = next(e for e in got if e.kind == "rtt")
     assert rtt.data == {"rtt_ms": 12.5, "method": "probe"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    chunks=st.lists(
+        st.tuples(
+            st.sampled_from(["up", "down"]),
+            st.integers(0, 2**31),
+            st.integers(0, 4800),
+            st.one_of(st.none(), st.integers(-(10**6), 10**9)),
+            st.one_of(st.none(), st.floats(-120, 0)),
+            st.sampled_from([None, False, True]),
+        ),
+        max_size=40,
+    )
+)
+def test_publish_chunk_is_publishing_the_chunk_event(chunks) -> None:
+    """The per-frame lane (`publish_chunk`, `RolloutPublish.chunk`) gives every subscriber what
+    publishing the event gives: a queueing subscription the same events, a folding one (the
+    view feed's) the same batches, a filtered one nothing; a raising one counts an error."""
+    from rig.clock import FakeClock
+    from rig.telemetry.session_bridge import session_publisher
+    from rig.telemetry.viewfeed import _FoldingSubscription
+
+    class Broken(Subscription):
+        def _put(self, event: TelemetryEvent) -> None:
+            raise RuntimeError("boom")
+
+    def subscribers(bus: EventBus):
+        plain = bus.subscribe(maxlen=1000)
+        other = bus.subscribe(maxlen=1000, kinds=["status"])
+        folding = bus.attach(_FoldingSubscription(bus, 1000, ChunkCoalescer(10**9)))
+        bus.attach(Broken(bus, 10, None))
+        return plain, other, folding
+
+    a, b = EventBus(), EventBus()
+    sa, sb = subscribers(a), subscribers(b)
+    for t, (d, seq, n, late, level, stall) in enumerate(chunks, start=1):
+        ev = events.chunk("r", "x", t, d, seq, n, lateness_ns=late, level_dbfs=level, stall=stall)
+        a.publish(ev)
+        b.publish_chunk("r", "x", t, d, seq, n, late, level, stall)
+    assert a.published == b.published and a.errors == b.errors == len(chunks)
+    assert sa[0].drain() == sb[0].drain()
+    assert sa[1].drain() == sb[1].drain() == []
+    assert sa[2].coalescer.flush(0, force=True) == sb[2].coalescer.flush(0, force=True)
+    assert sa[2].received == sb[2].received
+
+    # the rollout's publish function: its lane and a LiveChunk through __call__ agree
+    c, d2 = EventBus(), EventBus()
+    sc, sd = c.subscribe(maxlen=1000), d2.subscribe(maxlen=1000)
+    fields = {"target": "t", "dialect": "rig", "transport": "ws"}
+    pc = session_publisher(c, "run", FakeClock(), targets={"x": fields})("x")
+    pd = session_publisher(d2, "run", FakeClock(), targets={"x": fields})("x")
+    for t, (d, seq, n, late, level, _) in enumerate(chunks, start=1):
+        pc(LiveChunk(d, seq, n, t, lateness_ns=late, level_dbfs=level))
+        pd.chunk(d, seq, n, t, late, level)  # type: ignore[attr-defined]
+    assert sc.drain() == sd.drain()
