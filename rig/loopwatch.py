@@ -25,19 +25,23 @@ from rig.clock.base import Clock
 from rig.core.admission import Aimd, AimdConfig
 from rig.core.loopmonitor import LoopMonitor, LoopStats, Mark
 from rig.core.units import NS_PER_MS
+from rig.procread import ProcFile
 
 #: the unit of /proc/stat (USER_HZ)
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def read_steal_ns(path: str = "/proc/stat") -> int | None:
+def read_steal_ns(path: str | ProcFile = "/proc/stat") -> int | None:
     """The machine's total steal time (the `cpu` line's 8th value, in clock ticks) in ns:
     time a hypervisor ran something else while this VM's vCPUs wanted to run. None if
-    unreadable (not Linux, or no such field)."""
+    unreadable (not Linux, or no such field). A `ProcFile`: read keeping the GIL."""
     try:
-        with open(path, "rb") as f:
-            fields = f.readline().split()
-        return int(fields[8]) * (1_000_000_000 // CLOCK_TICKS_PER_S)
+        if isinstance(path, ProcFile):
+            first = path.read().split(b"\n", 1)[0]
+        else:
+            with open(path, "rb") as f:
+                first = f.readline()
+        return int(first.split()[8]) * (1_000_000_000 // CLOCK_TICKS_PER_S)
     except (OSError, ValueError, IndexError):
         return None
 
@@ -46,12 +50,22 @@ def schedstat_path(tid: int | None = None) -> str:
     return f"/proc/self/task/{tid or threading.get_native_id()}/schedstat"
 
 
-def read_run_delay_ns(path: str) -> int | None:
-    """Total ns the thread waited on a run queue (schedstat field 2), None if unreadable."""
+def read_run_delay_ns(path: str | ProcFile) -> int | None:
+    """Total ns the thread waited on a run queue (schedstat field 2), None if unreadable. A
+    `ProcFile`: read keeping the GIL (the loop's own samples)."""
     try:
+        if isinstance(path, ProcFile):
+            return int(path.read().split()[1])
         with open(path, "rb") as f:
             return int(f.read().split()[1])
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def _proc_file(path: str, size: int) -> ProcFile | None:
+    try:
+        return ProcFile(path, size)
+    except OSError:
         return None
 
 
@@ -72,7 +86,8 @@ class LoopWatch:
         self.backlog = backlog
         self.monitor = LoopMonitor()
         self._task: asyncio.Task[None] | None = None
-        self._path: str | None = None
+        self._path: ProcFile | None = None  # this loop thread's schedstat
+        self._stat: ProcFile | None = None  # /proc/stat's first line (steal)
         self._users = 0
 
     def start(self) -> None:
@@ -80,7 +95,9 @@ class LoopWatch:
         Safe to call again: every start needs a matching stop; the last stop ends the task."""
         self._users += 1
         if self._task is None or self._task.done():
-            self._path = schedstat_path()
+            self._path = _proc_file(schedstat_path(), 256)
+            if self._stat is None:
+                self._stat = _proc_file("/proc/stat", 512)
             self._sample_run_delay()
             self._task = asyncio.get_running_loop().create_task(self._run(), name="loopwatch")
 
@@ -105,7 +122,7 @@ class LoopWatch:
 
     def _sample_steal(self) -> None:
         """Per rollout mark only (a ~30 us read): steal is told per rollout, not per tick."""
-        ns = read_steal_ns()
+        ns = read_steal_ns(self._stat if self._stat is not None else "/proc/stat")
         if ns is not None:
             self.monitor.steal(ns)
 

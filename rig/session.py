@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock, TickClock
 from rig.core.director import Drain, Step, steps_from_plan
 from rig.core.listener import Listener, ListenerConfig
@@ -32,7 +33,7 @@ from rig.core.log import SessionLog
 from rig.core.metrics import Outcome, build_metrics, judge_metrics, metrics_without_stream
 from rig.core.pacer import Pacer, PacerConfig
 from rig.core.plan import UserPlan
-from rig.core.records import EventRecord
+from rig.core.records import EventRecord, Record
 from rig.core.selfcheck import Mark, TimingTolerance, Verdict
 from rig.core.sessionconfig import SessionConfig as SessionConfig  # re-exported
 from rig.core.units import NS_PER_MS, NS_PER_S
@@ -74,6 +75,8 @@ class Session:
         self.plan = plan
         self.clock = clock
         self.cfg = config or SessionConfig()
+        #: how far behind its deadlines the uplink may fall while sends drain slowly
+        self._behind_ns = round(self.cfg.send_timeout_s * NS_PER_S)
         self.meta = meta or {}
         self.sink = RolloutSink(recorder, publish)
         self.rollout_dir = recorder.dir  # where the runner writes metrics.json
@@ -240,7 +243,11 @@ class Session:
         tick = None
         if self.cfg.tick and self.transport.sends_now and isinstance(self.clock, TickClock):
             parts = Parts(uplink, listener, self.link, self.sink, self.watch.monitor, self.echo)
-            tick = self.tick = Tick(parts, self.clock, recv, cap_ns, self._sent)
+            # a transport with extra chunk fields per frame (a sound card's device times)
+            # records every frame the general way
+            plain = type(self.transport).sent_extra is Transport.sent_extra
+            sent_pcm = self._sent_pcm if plain else None
+            tick = self.tick = Tick(parts, self.clock, recv, cap_ns, self._sent, sent_pcm)
         while True:
             if tick is not None:
                 back = await self.link.raising_root_cause(tick.run())
@@ -297,24 +304,45 @@ class Session:
         plain = None if extra is not None else uplink.sent_plain(frame, t_sent)
         if plain is not None:  # most frames: one hand-off, no record objects (rig.recordings)
             barge_ins: list[tuple[int, int]] = []
-            late, records = plain
-            sink = self.sink
-            sink.up_frame(
-                frame.pcm, frame.clean, uplink.rate, frame.seq, t_sent, frame.deadline_ns, late
-            )
-            if records:
-                sink.put_all(records)
+            self._plain_records(plain, frame.pcm, frame.clean, frame.seq, frame.deadline_ns, t_sent)
         else:
             records, barge_ins = uplink.sent(frame, t_sent, extra)
             self.sink.put_all(records)
-        if self.link.behind(t_sent, frame, round(self.cfg.send_timeout_s * NS_PER_S)):
+            self._check_behind(frame.seq, frame.deadline_ns, t_sent)
+        return barge_ins
+
+    def _sent_pcm(self, seq: int, deadline_ns: int, pcm: Pcm16, t_sent: int) -> None:
+        """`_sent` for the tick's plain frame (`Uplink.plain_pcm`: no marks, no hooks, no
+        barge-in; only where the transport has no `sent_extra`): no `Frame` made."""
+        assert self.uplink is not None
+        plain = self.uplink.sent_plain_seq(seq, t_sent)
+        self._plain_records(plain, pcm, None, seq, deadline_ns, t_sent)
+
+    def _plain_records(
+        self,
+        plain: tuple[int, list[Record]],
+        pcm: Pcm16,
+        clean: Pcm16 | None,
+        seq: int,
+        deadline_ns: int,
+        t_sent: int,
+    ) -> None:
+        late, records = plain
+        sink = self.sink
+        assert self.uplink is not None
+        sink.up_frame(pcm, clean, self.uplink.rate, seq, t_sent, deadline_ns, late)
+        if records:
+            sink.put_all(records)
+        self._check_behind(seq, deadline_ns, t_sent)
+
+    def _check_behind(self, seq: int, deadline_ns: int, t_sent: int) -> None:
+        if self.link.behind(t_sent, deadline_ns, self._behind_ns):
             # sends drain slower than real time: stop here rather than burst later
-            late_s = (t_sent - frame.deadline_ns) / NS_PER_S
+            late_s = (t_sent - deadline_ns) / NS_PER_S
             raise DeadlineError(
-                f"uplink {late_s:.1f} s behind its deadlines at frame {frame.seq}: "
+                f"uplink {late_s:.1f} s behind its deadlines at frame {seq}: "
                 "peer stopped reading (or drains slower than real time)"
             )
-        return barge_ins
 
     def _close(self, log: SessionLog) -> dict[str, Any]:
         assert self.uplink is not None and self.listener is not None

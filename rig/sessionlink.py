@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
 from rig.aio import raise_if_cancelling
+from rig.audio.pcm import Pcm16
 from rig.clock.base import Clock
 from rig.core.events import ControlRequest, DownAudio, DownTrack, Received
 from rig.core.listener import Listener, Output
@@ -99,17 +100,21 @@ class Link:
     def send_audio_now(self, frame: Frame) -> int | None:
         """`send_audio` without waiting, from the clock's tick (rig.sessiontick); None: not
         now (nothing was sent). Nothing can block here, so the send watch only sees it go."""
-        t_sent = self.transport.send_audio_now(frame.pcm, frame.seq, frame.deadline_ns)
+        return self.send_pcm_now(frame.pcm, frame.seq, frame.deadline_ns)
+
+    def send_pcm_now(self, pcm: Pcm16, seq: int, deadline_ns: int) -> int | None:
+        """`send_audio_now` of a frame's parts (the tick's plain frames have no `Frame`)."""
+        t_sent = self.transport.send_audio_now(pcm, seq, deadline_ns)
         if t_sent is None:
             return None
         self.watch.n += 1
-        if t_sent - frame.deadline_ns <= self._frame_ns:
+        if t_sent - deadline_ns <= self._frame_ns:
             self._blocked_ns = 0
         return t_sent
 
-    def behind(self, t_sent: int, frame: Frame, behind_ns: int) -> bool:
+    def behind(self, t_sent: int, deadline_ns: int, behind_ns: int) -> bool:
         """Do sends drain slower than real time (better stop here than burst later)?"""
-        return t_sent - frame.deadline_ns > behind_ns and self._blocked_ns > behind_ns // 2
+        return t_sent - deadline_ns > behind_ns and self._blocked_ns > behind_ns // 2
 
     async def send_event(self, kind: str, data: dict[str, Any]) -> None:
         """A control message to the transport, within `send_timeout_s`."""

@@ -25,6 +25,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rig.audio.pcm import Pcm16
 from rig.clock.base import TickClock
 from rig.clock.timer import TickHandle
 from rig.core.listener import Listener
@@ -68,12 +69,16 @@ class Tick:
         recv: asyncio.Task[None],
         cap_ns: int,
         sent: Callable[[Frame, int], list[tuple[int, int]]],
+        sent_pcm: Callable[[int, int, Pcm16, int], None] | None = None,
     ) -> None:
         self.s = parts
         self.clock = clock
         self.recv = recv
         self.cap_ns = cap_ns
         self._sent = sent  # records of a sent frame to the sink; its barge-ins
+        #: the same for a plain frame (`Uplink.plain_pcm`) by its parts; None: every frame
+        #: takes the general path (an echo path changes frames)
+        self._sent_pcm = sent_pcm if parts.echo is None else None
         self._fut: asyncio.Future[Handback] | None = None
         self._early = True  # was the tick armed before the deadline it is called for?
         self.frames = 0  # frames sent from the tick (the rest went the slow way)
@@ -97,6 +102,17 @@ class Tick:
         if self._fut is not None and not self._fut.done():
             self._fut.set_result(back)
 
+    def _after(self, t_sent: int) -> int:
+        """A frame went out whole: the playback it released; the next deadline."""
+        s = self.s
+        released = s.listener.release(t_sent)
+        if released:
+            s.sink.put_all(released)
+        pacer = s.uplink.pacer
+        nxt = pacer.deadline_ns(pacer.next_seq)
+        self._early = s.link.clock.now_ns() < nxt
+        return nxt
+
     def serve(self, deadline: int) -> int | None:
         """One frame at its deadline; the next deadline, or None when handed back."""
         s = self.s
@@ -111,7 +127,20 @@ class Tick:
             if deadline >= self.cap_ns or self.recv.done():
                 self._back(Handback())
                 return None
-            frame = uplink.next_frame(listener.observe(deadline))
+            obs = listener.observe(deadline)
+            sent_pcm = self._sent_pcm
+            pcm = None if sent_pcm is None else uplink.plain_pcm()
+            if pcm is not None and sent_pcm is not None:  # most frames: no Frame, no marks
+                uplink.last_obs = obs
+                seq = uplink.pacer.next_seq
+                t_sent = s.link.send_pcm_now(pcm, seq, deadline)
+                if t_sent is None:
+                    self._back(Handback(Frame(seq, deadline, pcm, ())))
+                    return None
+                self.frames += 1
+                sent_pcm(seq, deadline, pcm, t_sent)
+                return self._after(t_sent)
+            frame = uplink.next_frame(obs)
             if frame is None:
                 self._back(Handback(outcome=Outcome("ok")))
                 return None
@@ -129,12 +158,7 @@ class Tick:
             if barge_ins or frame.after:
                 self._back(Handback(frame, t_sent, barge_ins))
                 return None
-            released = listener.release(t_sent)
-            if released:
-                s.sink.put_all(released)
-            nxt = uplink.pacer.deadline_ns(uplink.next_seq)
-            self._early = clock.now_ns() < nxt
-            return nxt
+            return self._after(t_sent)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the loop raises it as its own (even a

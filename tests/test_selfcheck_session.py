@@ -209,3 +209,27 @@ def test_steal_is_read_from_proc_stat_in_ns(tmp_path) -> None:
     stat.write_text("cpu  4705 150 1120\n")  # an old kernel: no steal field
     assert read_steal_ns(str(stat)) is None
     assert read_steal_ns(str(tmp_path / "missing")) is None
+
+
+def test_a_kept_proc_file_reads_what_open_reads(tmp_path) -> None:
+    """The loop's own samples read through ProcFile (pread keeping the GIL, one descriptor):
+    the same figures as opening the file, read again from its start every time."""
+    from rig.procread import ProcFile
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  4705 150 1120 16250 520 0 30 17 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    kept = ProcFile(str(stat))
+    assert read_steal_ns(kept) == read_steal_ns(str(stat)) == 17 * (10**9 // CLOCK_TICKS_PER_S)
+    stat.write_text("cpu  1 2 3 4 5 6 7 99 0 0\n")  # rewritten in place: read anew
+    assert read_steal_ns(kept) == 99 * (10**9 // CLOCK_TICKS_PER_S)
+    kept.close()
+    assert read_steal_ns(kept) is None  # closed: unreadable, not a crash
+    if not os.path.exists("/proc/self/schedstat"):
+        pytest.skip("no schedstat on this kernel")
+    mine = ProcFile(schedstat_path(), 256)
+    a = read_run_delay_ns(mine)
+    b = read_run_delay_ns(schedstat_path())
+    c = read_run_delay_ns(mine)
+    assert a is not None and b is not None and c is not None and a <= b <= c
+    real = ProcFile("/proc/stat")
+    assert (read_steal_ns(real) is None) == (read_steal_ns() is None)

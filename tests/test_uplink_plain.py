@@ -60,8 +60,20 @@ def _steps() -> list[Any]:
 
 
 async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: Any = False):
-    if not plain:
+    served = []  # frames the tick sent by their parts (Uplink.plain_pcm), no Frame made
+    if plain:
+        real = Uplink.plain_pcm
+
+        def counted(self):
+            pcm = real(self)
+            if pcm is not None:
+                served.append(self.pacer.next_seq)
+            return pcm
+
+        monkeypatch.setattr(Uplink, "plain_pcm", counted)
+    else:
         monkeypatch.setattr(Uplink, "sent_plain", lambda self, frame, t: None)
+        monkeypatch.setattr(Uplink, "plain_pcm", lambda self: None)
     clock = FakeClock(1_000_000_000)
     system = FastSystem(clock, SimConfig(latency_ms=300, endpoint_silence_ms=400))
     writer = RecordingWriter()
@@ -75,6 +87,8 @@ async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: Any = Fal
     m = await run_alone(s)
     writer.close()
     monkeypatch.undo()
+    if plain:  # most frames inside the Plays (2.4 s: 120 frames) took the tick's plain path
+        assert len(served) >= 100, (len(served), m["uplink"]["frames"])
     return m, live
 
 

@@ -68,7 +68,9 @@ def plan_prefill(
     return Prefill(samples, requested_speed, requested_speed, samples // frame_samples)
 
 
-@dataclass(frozen=True, slots=True)
+#: not frozen (read-only by convention; rig.echo.path makes a changed copy with `replace`):
+#: one is made for every frame of every stream, and a frozen dataclass's __init__ costs ~4x
+@dataclass(slots=True)
 class Frame:
     """One uplink frame to send at `deadline_ns`, with its marks and control requests."""
 
@@ -138,6 +140,23 @@ class Uplink:
             seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after), clean
         )
 
+    def plain_pcm(self) -> Pcm16 | None:
+        """The next frame's samples when it is a plain one, the director's shortcut inside a
+        Play under way (no marks, no bounds crossed), as `next_frame` would give them, and
+        `sent_plain_seq` will take it (real time, no barge-in pending) and no hooks change
+        it; None: nothing taken, ask `next_frame`. The tick's path for most frames: no
+        `Frame` (rig.sessiontick)."""
+        d = self.director
+        if (
+            self.hooks
+            or not d.fast_play
+            or d.done
+            or self.pacer.next_seq < self.pacer.fast_frames
+            or self._barges_seen < len(d.barge_ins)
+        ):
+            return None
+        return d._inside_play()
+
     def sent_plain(self, frame: Frame, t_sent_ns: int) -> tuple[int, list[Record]] | None:
         """`sent` for most frames of a stream: a real-time frame with no marks that starts
         no barge-in. Its lateness and only the records besides its audio and chunk line (a
@@ -150,11 +169,15 @@ class Uplink:
             or self._barges_seen < len(self.director.barge_ins)
         ):
             return None
+        return self.sent_plain_seq(frame.seq, t_sent_ns)
+
+    def sent_plain_seq(self, seq: int, t_sent_ns: int) -> tuple[int, list[Record]]:
+        """`sent_plain` once the frame is known to be plain (`plain_pcm` gave it)."""
         late, stall = self.pacer.record(t_sent_ns)
         self.send_ns.append(t_sent_ns)
         self.lateness_ns.append(late)
         if stall:
-            return late, [EventRecord("stall", t_sent_ns, {"seq": frame.seq, "lateness_ns": late})]
+            return late, [EventRecord("stall", t_sent_ns, {"seq": seq, "lateness_ns": late})]
         return late, []
 
     def sent(

@@ -13,9 +13,12 @@ than the running kernel's struct come back as None.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import socket
 import struct
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -110,10 +113,38 @@ def read_tcp_info(sock: Any) -> TcpInfo | None:
         return None
 
 
+def _load_ioctl() -> Any:
+    """libc's ioctl through ctypes.PyDLL: the call keeps the GIL (`fcntl.ioctl` lets go of it,
+    and a path sample runs on the audio loop's thread, which then waits to get it back from
+    the writer); SIOCOUTQ never blocks. None: not Linux, or no libc found."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.ioctl
+        fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.POINTER(ctypes.c_int)]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_IOCTL = _load_ioctl()
+
+
 def send_queue_bytes(sock: Any) -> int | None:
     """Bytes in the kernel's send queue (unacked + not yet sent): SIOCOUTQ; None if unknown."""
     try:
-        buf = fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0\0\0\0")
+        fd = sock.fileno()
+    except OSError:
+        return None
+    if _IOCTL is not None:
+        out = ctypes.c_int(0)
+        if _IOCTL(fd, SIOCOUTQ, ctypes.byref(out)) != 0:
+            return None
+        return int(out.value)
+    try:
+        buf = fcntl.ioctl(fd, SIOCOUTQ, b"\0\0\0\0")
     except OSError:
         return None
     return int(struct.unpack("=i", buf)[0])

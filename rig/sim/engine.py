@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_MS, NS_PER_S
@@ -227,6 +228,8 @@ class SimEngine:
             wide = data[:used].reshape(n_blocks, bs).astype(np.int64)
             sums = np.einsum("ij,ij->i", wide, wide).tolist()  # exact: below 2**38
             peaks = mags.max(axis=1).tolist()
+            loud = -1  # the chunk's last loud block (its last loud sample is kept after it)
+            loud_gate = 0.0
             for b in range(n_blocks):
                 gate = self._gate_now = self._gate_of(sums[b], peaks[b], bs)
                 if peaks[b] <= gate:
@@ -235,17 +238,14 @@ class SimEngine:
                 self._loud_run += 1
                 self._turn_sq += float(sums[b])
                 self._turn_n += bs
-                last = base + b * bs + int(np.flatnonzero(mags[b] > gate)[-1])
-                self._last_loud_sample = last
-                # the sample sits (last - chunk_start) samples after the chunk's first sample;
-                # samples carried from the previous chunk arrived with it (negative offset)
-                self._last_loud_t_ns = (
-                    t_ns + ((last - chunk_start) * NS_PER_S) // self.cfg.sample_rate
-                )
+                loud, loud_gate = b, gate
                 if not self.in_speech and self._loud_run >= self._speech_start_blocks:
+                    last = self._loud_until(mags, b, gate, base, chunk_start, t_ns)
                     self.in_speech = True
                     out.append(Truth("speech_start", t_ns, {"input_ms": self._ms(last)}))
                     out.extend(self._barge_in(t_ns))
+            if loud >= 0:
+                self._loud_until(mags, loud, loud_gate, base, chunk_start, t_ns)
         self._carry = data[n_blocks * bs :].copy()
         self.received_samples += pcm.size
         if self.in_speech:
@@ -265,6 +265,24 @@ class SimEngine:
                 out.extend(self._schedule_reply(t_ns))
         self.truths.extend(out)
         return out
+
+    def _loud_until(
+        self, mags: npt.NDArray[np.int32], b: int, gate: float, base: int, chunk_start: int,
+        t_ns: int,
+    ) -> int:  # fmt: skip
+        """Note loud block `b`'s last sample over the gate as the last loud one (its index
+        on the input timeline, and when it arrived); only for the blocks that need it (a
+        speech start, the chunk's last loud block), most often its last sample."""
+        row = mags[b]
+        k = int(row.size) - 1
+        if not row[k] > gate:
+            k = int(np.flatnonzero(row > gate)[-1])
+        last = base + b * int(row.size) + k
+        self._last_loud_sample = last
+        # the sample sits (last - chunk_start) samples after the chunk's first sample;
+        # samples carried from the previous chunk arrived with it (negative offset)
+        self._last_loud_t_ns = t_ns + ((last - chunk_start) * NS_PER_S) // self.cfg.sample_rate
+        return last
 
     def _gate(self, blk: Pcm16) -> float:
         """The gate for one block on its own (what `on_audio` does per block)."""

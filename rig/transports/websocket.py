@@ -38,7 +38,13 @@ from rig.transports import wsdirect
 from rig.transports.base import Transport
 from rig.transports.wsdirect import DirectMessages
 from rig.transports.wsread import BufferedReads
-from rig.transports.wssend import can_write_now, ping_now, send_message, write_now
+from rig.transports.wssend import (
+    can_write_now,
+    ping_now,
+    send_message,
+    write_binary_now,
+    write_now,
+)
 
 
 class ArrivalStamps:
@@ -288,8 +294,14 @@ class WebSocketTransport(Transport):
         if ws is None or not can_write_now(ws):
             return None
         t_ns = self.clock.now_ns()
+        messages = self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns)
         try:
-            write_now(ws, self.dialect.encode_audio(pcm, seq, t_sched_ns, t_ns))
+            if not (
+                len(messages) == 1
+                and isinstance(messages[0], bytes)
+                and write_binary_now(ws, messages[0])
+            ):
+                write_now(ws, messages)
         except ConnectionClosed as exc:
             raise _closed_now(exc, "closed while sending") from exc
         return t_ns

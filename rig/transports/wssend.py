@@ -19,8 +19,12 @@ A binary message on a connection without extensions (no permessage-deflate: the 
 connections) is framed here, not through `Frame.serialize`: the same bytes RFC 6455 asks
 for, the masking key from `os.urandom` drawn 4 KiB at a time (one `getrandom` per 1 024
 frames, not one per frame) instead of `secrets.token_bytes(4)` per frame; 1.7 -> 0.4 µs a
-frame on the 2-core VM. Anything else (text, extensions, a fragmented message, a logger at
-debug level) goes through the sans-I/O protocol as before.
+frame on the 2-core VM. Text messages and pings are framed the same way (their first byte
+says so): `secrets.token_bytes` is a `getrandom` syscall per frame, and every syscall on the
+loop's thread hands the GIL to a helper thread that wants it (the writer), after which the
+loop waits for it back (docs/pacing.md, tenth pass: a debug sampler found it in the loop's
+longest busy stretches). Anything else (extensions, a fragmented message, a logger at debug
+level) goes through the sans-I/O protocol as before.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ _HEAD_SHORT = struct.Struct("!BB")
 _HEAD_16 = struct.Struct("!BBH")
 _HEAD_64 = struct.Struct("!BBQ")
 _FIN_BINARY = 0x82  # FIN bit and opcode 2 (binary), no RSV bits: no extension touched it
+_FIN_TEXT = 0x81  # FIN bit and opcode 1 (text)
+_FIN_PING = 0x89  # FIN bit and opcode 9 (ping)
 
 
 class _MaskKeys:
@@ -65,16 +71,17 @@ class _MaskKeys:
 _KEYS = _MaskKeys()
 
 
-def binary_frame(data: bytes, mask: bool) -> bytes:
-    """One final binary frame of `data` (masked: a client's), as `Frame.serialize` builds it."""
+def binary_frame(data: bytes, mask: bool, first: int = _FIN_BINARY) -> bytes:
+    """One final binary frame of `data` (masked: a client's), as `Frame.serialize` builds it;
+    `first`: its first byte (FIN and opcode: a text frame, a ping)."""
     n = len(data)
     bit = 0x80 if mask else 0
     if n < 126:
-        head = _HEAD_SHORT.pack(_FIN_BINARY, bit | n)
+        head = _HEAD_SHORT.pack(first, bit | n)
     elif n < 65536:
-        head = _HEAD_16.pack(_FIN_BINARY, bit | 126, n)
+        head = _HEAD_16.pack(first, bit | 126, n)
     else:
-        head = _HEAD_64.pack(_FIN_BINARY, bit | 127, n)
+        head = _HEAD_64.pack(first, bit | 127, n)
     if not mask:
         return head + data
     key = _KEYS.take()
@@ -106,12 +113,17 @@ def can_write_now(ws: Connection) -> bool:
 def _frame(ws: Connection, message: str | bytes) -> None:
     """One message into the sans-I/O protocol's output (written by `send_data`)."""
     protocol = ws.protocol
-    if isinstance(message, str):
-        protocol.send_text(message.encode())
-    elif _plain(protocol):
-        protocol.writes.append(binary_frame(message, protocol.side is Side.CLIENT))
+    if not _plain(protocol):
+        if isinstance(message, str):
+            protocol.send_text(message.encode())
+        else:
+            protocol.send_binary(message)
+    elif isinstance(message, str):
+        protocol.writes.append(
+            binary_frame(message.encode(), protocol.side is Side.CLIENT, _FIN_TEXT)
+        )
     else:
-        protocol.send_binary(message)
+        protocol.writes.append(binary_frame(message, protocol.side is Side.CLIENT))
 
 
 def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
@@ -120,6 +132,29 @@ def write_now(ws: Connection, messages: Iterable[str | bytes]) -> None:
     for message in messages:
         _frame(ws, message)
     _send_data_now(ws)
+
+
+def write_binary_now(ws: Connection, data: bytes) -> bool:
+    """`write_now` of one binary message, after `can_write_now`, for the tick's most frames:
+    its frame straight to the transport when the protocol holds no other output and
+    `_plain` holds (the same bytes, the same failure as `write_now`, three calls instead of
+    eight). False: nothing written (the caller uses `write_now`)."""
+    protocol = ws.protocol
+    if (
+        protocol.writes
+        or protocol.extensions
+        or protocol.debug
+        or protocol.expect_continuation_frame
+    ):
+        return False
+    transport = ws.transport
+    try:
+        transport.write(binary_frame(data, protocol.side is Side.CLIENT))
+    except Exception as exc:
+        ws.set_connection_exc(exc)
+        transport.abort()
+        raise ConnectionClosed(None, None) from exc
+    return True
 
 
 def _send_data_now(ws: Connection) -> None:
@@ -139,7 +174,11 @@ def ping_now(ws: Connection, payload: bytes) -> bool:
     it, and the caller learns of it from the connection's pong stamps (rig.net.pathsample)."""
     if not can_write_now(ws):
         return False
-    ws.protocol.send_ping(payload)
+    protocol = ws.protocol
+    if _plain(protocol) and len(payload) < 126:  # a control frame's payload is at most 125
+        protocol.writes.append(binary_frame(payload, protocol.side is Side.CLIENT, _FIN_PING))
+    else:
+        protocol.send_ping(payload)
     _send_data_now(ws)
     return True
 

@@ -60,6 +60,14 @@ def test_tcp_info_and_send_queue_on_a_real_loopback_connection() -> None:
                 pass
             outq = send_queue_bytes(cli)
             assert outq is not None and outq > 0
+            # the GIL-keeping ioctl reads what fcntl's reads (the peer reads nothing: stable)
+            import fcntl
+            import struct
+
+            from rig.net.tcpinfo import SIOCOUTQ
+
+            raw = fcntl.ioctl(cli.fileno(), SIOCOUTQ, b"\0\0\0\0")
+            assert struct.unpack("=i", raw)[0] == outq
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     with udp:
         assert read_tcp_info(udp) is None

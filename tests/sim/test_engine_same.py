@@ -64,6 +64,10 @@ def _run(cfg: SimConfig, seed: int, sizes: tuple[int, ...], echo: float) -> list
         pcm = np.clip(np.rint(frame), -32768, 32767).astype(np.int16)
         assert _same(new.on_audio(pcm, t), old.on_audio(pcm, t)), pos
         assert new._gate_now == old._gate_now and new._turn_sq == old._turn_sq
+        assert (new._last_loud_sample, new._last_loud_t_ns) == (
+            old._last_loud_sample,
+            old._last_loud_t_ns,
+        )
         pos += n
     assert _same(new.truths, old.truths)
     return new.truths

@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from rig.transports.wssend import can_write_now, send_message, write_now
+from rig.transports.wssend import can_write_now, send_message, write_binary_now, write_now
 
 
 @contextlib.asynccontextmanager
@@ -129,17 +129,26 @@ def test_a_binary_frame_is_what_websockets_parses_back(n: int) -> None:
     from websockets.frames import Frame, Opcode
     from websockets.streams import StreamReader
 
-    from rig.transports.wssend import binary_frame
+    from rig.transports.wssend import _FIN_PING, _FIN_TEXT, binary_frame
 
     data = os.urandom(n)
-    for mask in (True, False):
-        reader = StreamReader()
-        reader.feed_data(binary_frame(data, mask))
-        parser = Frame.parse(reader.read_exact, mask=mask)
-        with pytest.raises(StopIteration) as stop:
-            next(parser)
-        frame = stop.value.value
-        assert frame.opcode is Opcode.BINARY and frame.fin and bytes(frame.data) == data
+    text = ("é" * n)[: max(0, n // 2)].encode()
+    cases = [(data, 0x82, Opcode.BINARY), (text, _FIN_TEXT, Opcode.TEXT)]
+    if n < 126:  # a control frame's payload is at most 125 bytes
+        cases.append((data, _FIN_PING, Opcode.PING))
+    for payload, first, opcode in cases:
+        for mask in (True, False):
+            reader = StreamReader()
+            reader.feed_data(binary_frame(payload, mask, first))
+            parser = Frame.parse(reader.read_exact, mask=mask)
+            with pytest.raises(StopIteration) as stop:
+                next(parser)
+            frame = stop.value.value
+            assert frame.opcode is opcode and frame.fin and bytes(frame.data) == payload
+            # byte for byte what websockets' own serializer makes, but for the masking key
+            mine = binary_frame(payload, False, first)
+            theirs = Frame(opcode, payload).serialize(mask=False, extensions=[])
+            assert mine == theirs
 
 
 def test_masking_keys_differ_and_refill() -> None:
@@ -166,7 +175,40 @@ async def test_a_connection_with_compression_still_goes_through_websockets() -> 
         port = list(server.sockets)[0].getsockname()[1]
         async with connect(f"ws://127.0.0.1:{port}") as ws:
             assert ws.protocol.extensions  # negotiated
+            assert not write_binary_now(ws, sent[0])  # not its case: nothing written
             write_now(ws, sent)
             await ws.close()
             await asyncio.wait_for(done.wait(), 5)
+    assert got == sent
+
+
+async def test_one_binary_message_written_straight_keeps_the_order() -> None:
+    """write_binary_now between write_now and awaited sends: every message, in order; with
+    output already waiting in the protocol it writes nothing and says so."""
+    got: list[str | bytes] = []
+    done = asyncio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        async for msg in ws:
+            got.append(msg)
+        done.set()
+
+    sent: list[str | bytes] = []
+    async with _server(handler) as url, connect(url, compression=None) as ws:
+        for i in range(200):
+            data = os.urandom(640 if i % 3 else 100_000)  # 16- and 64-bit lengths too
+            if i % 7 == 0 or not can_write_now(ws):  # the awaited path (or a full buffer)
+                await send_message(ws, data)
+            else:
+                assert write_binary_now(ws, data)
+            sent.append(data)
+            if i % 10 == 0 and can_write_now(ws):
+                write_now(ws, [f"t{i}"])
+                sent.append(f"t{i}")
+        ws.protocol.send_text(b"queued")  # output waiting in the protocol: not this path
+        assert not write_binary_now(ws, b"x")
+        ws.send_data()
+        sent.append("queued")
+        await ws.close()
+        await asyncio.wait_for(done.wait(), 5)
     assert got == sent
