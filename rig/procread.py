@@ -11,22 +11,35 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 from typing import Any
 
 
-def _load_pread() -> Any:
+@functools.cache
+def gil_keeping_libc() -> ctypes.CDLL | None:
+    """libc loaded with ctypes.PyDLL: its calls keep the GIL, for the never-blocking syscalls
+    made on the loop's thread (pread here, SIOCOUTQ in rig.net.tcpinfo, timerfd_settime in
+    rig.clock.timer); None: not Linux, or no libc found."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.pread
+        return ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def _load_pread() -> Any:
+    libc = gil_keeping_libc()
+    try:
+        fn = libc.pread if libc is not None else None
+    except AttributeError:
+        return None
+    if fn is not None:
         fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
         fn.restype = ctypes.c_ssize_t
-        return fn
-    except (OSError, AttributeError):
-        return None
+    return fn
 
 
 _PREAD = _load_pread()

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import heapq
 import itertools
 import os
-import sys
 import time
 import weakref
 from collections.abc import Callable
+
+from rig.procread import gil_keeping_libc
 
 _CLOCK_MONOTONIC = 1
 _TFD_NONBLOCK = 0o4000
@@ -48,12 +48,12 @@ class _Itimerspec(ctypes.Structure):
 
 
 def _load_libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
+    # PyDLL: the call keeps the GIL. timerfd_settime never blocks, and releasing the GIL at
+    # every wake handed it to the writer thread and waited to get it back
+    libc = gil_keeping_libc()
+    if libc is None:
         return None
     try:
-        # PyDLL: the call keeps the GIL. timerfd_settime never blocks, and releasing the GIL
-        # at every wake handed it to the writer thread and waited to get it back
-        libc = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
         libc.timerfd_settime.argtypes = [
             ctypes.c_int,

@@ -14,13 +14,13 @@ than the running kernel's struct come back as None.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import fcntl
 import socket
 import struct
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from rig.procread import gil_keeping_libc
 
 #: bytes asked of the kernel; it returns min(this, sizeof(struct tcp_info))
 TCP_INFO_LEN = 232
@@ -114,19 +114,18 @@ def read_tcp_info(sock: Any) -> TcpInfo | None:
 
 
 def _load_ioctl() -> Any:
-    """libc's ioctl through ctypes.PyDLL: the call keeps the GIL (`fcntl.ioctl` lets go of it,
-    and a path sample runs on the audio loop's thread, which then waits to get it back from
-    the writer); SIOCOUTQ never blocks. None: not Linux, or no libc found."""
-    if not sys.platform.startswith("linux"):
-        return None
+    """libc's ioctl keeping the GIL (`fcntl.ioctl` lets go of it, and a path sample runs on
+    the audio loop's thread, which then waits to get it back from the writer); SIOCOUTQ
+    never blocks. None: not Linux, or no libc found."""
+    libc = gil_keeping_libc()
     try:
-        libc = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.ioctl
+        fn = libc.ioctl if libc is not None else None
+    except AttributeError:
+        return None
+    if fn is not None:
         fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.POINTER(ctypes.c_int)]
         fn.restype = ctypes.c_int
-        return fn
-    except (OSError, AttributeError):
-        return None
+    return fn
 
 
 _IOCTL = _load_ioctl()

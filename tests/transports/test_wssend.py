@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
@@ -27,7 +28,8 @@ async def _server(handler: object) -> AsyncIterator[str]:
         yield f"ws://127.0.0.1:{port}"
 
 
-async def test_every_message_arrives_in_order_with_its_type() -> None:
+def _collector() -> tuple[list[str | bytes], asyncio.Event, Any]:
+    """A server handler keeping every message it gets, in order; the event: the peer closed."""
     got: list[str | bytes] = []
     done = asyncio.Event()
 
@@ -36,6 +38,11 @@ async def test_every_message_arrives_in_order_with_its_type() -> None:
             got.append(msg)
         done.set()
 
+    return got, done, handler
+
+
+async def test_every_message_arrives_in_order_with_its_type() -> None:
+    got, done, handler = _collector()
     sent: list[str | bytes] = []
     for i in range(500):
         sent.append(os.urandom(640) if i % 3 else f'{{"seq":{i}}}')
@@ -82,14 +89,7 @@ async def test_a_closed_connection_raises_connection_closed() -> None:
 
 
 async def test_write_now_sends_in_order_and_stops_offering_when_the_peer_stops_reading() -> None:
-    got: list[str | bytes] = []
-    done = asyncio.Event()
-
-    async def handler(ws: ServerConnection) -> None:
-        async for msg in ws:
-            got.append(msg)
-        done.set()
-
+    got, done, handler = _collector()
     sent: list[str | bytes] = []
     async with _server(handler) as url, connect(url, compression=None) as ws:
         for i in range(300):
@@ -185,14 +185,7 @@ async def test_a_connection_with_compression_still_goes_through_websockets() -> 
 async def test_one_binary_message_written_straight_keeps_the_order() -> None:
     """write_binary_now between write_now and awaited sends: every message, in order; with
     output already waiting in the protocol it writes nothing and says so."""
-    got: list[str | bytes] = []
-    done = asyncio.Event()
-
-    async def handler(ws: ServerConnection) -> None:
-        async for msg in ws:
-            got.append(msg)
-        done.set()
-
+    got, done, handler = _collector()
     sent: list[str | bytes] = []
     async with _server(handler) as url, connect(url, compression=None) as ws:
         for i in range(200):
