@@ -179,10 +179,13 @@ class Director:
     #: the shortcut below (tests turn it off to compare with the general path)
     fast_play = True
 
-    def _inside_play(self) -> Pcm16 | None:
-        """Most frames of a turn: a copy of the next `n` samples of a Play already under way
-        that neither ends nor crosses a speech bound in this frame; no marks, so no
-        general step loop per frame. None: take the general path."""
+    def _inside_play(self, copy: bool = True) -> Pcm16 | None:
+        """Most frames of a turn: the next `n` samples of a Play already under way that
+        neither ends nor crosses a speech bound in this frame; no marks, so no general step
+        loop per frame. None: take the general path. A copy, since frame hooks may change a
+        frame in place; `copy=False` (no hooks: `Uplink.plain_pcm`) gives a read-only view of
+        the step's samples instead: a malloc here is freed by the writer thread, a
+        cross-thread free that cost more than the copy (docs/pacing.md, eleventh pass)."""
         step = self.steps[self.i]
         if not isinstance(step, Play) or self.step_start_ns is None:
             return None
@@ -197,7 +200,11 @@ class Director:
             return None
         self.pos = end
         self.sample += n
-        return pcm[pos:end].copy()
+        if copy:
+            return pcm[pos:end].copy()
+        view = pcm[pos:end]
+        view.flags.writeable = False
+        return view
 
     # --- steps ---------------------------------------------------------------------------
 

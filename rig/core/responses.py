@@ -8,6 +8,7 @@ arrival placement is reported beside it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,13 +34,31 @@ class Onset:
 def lateness_summary(lateness_ns: Sequence[int]) -> dict[str, float | None]:
     if not lateness_ns:
         return {"p50": None, "p99": None, "max": None, "mean": None}
-    a = np.asarray(lateness_ns, dtype=np.float64) / 1e6
+    a = np.array(lateness_ns, dtype=np.float64)
+    a /= 1e6
+    a.sort()  # one sort for both percentiles: this runs on the audio loop at every close
     return {
-        "p50": round(float(np.percentile(a, 50)), 4),
-        "p99": round(float(np.percentile(a, 99)), 4),
-        "max": round(float(a.max()), 4),
+        "p50": round(sorted_percentile(a, 50), 4),
+        "p99": round(sorted_percentile(a, 99), 4),
+        "max": round(float(a[-1]), 4),
         "mean": round(float(a.mean()), 4),
     }
+
+
+def sorted_percentile(a: np.ndarray[Any, Any], q: float) -> float:
+    """`np.percentile(a, q)` (its default, linear method, to the last bit) of an array
+    already sorted ascending, without numpy's general machinery: two of them cost ~0.4 ms per
+    rollout close on the audio loop (cProfile, docs/pacing.md eleventh pass), this ~2 µs."""
+    n = len(a)
+    virtual = q / 100 * (n - 1)
+    lo = math.floor(virtual)
+    hi = min(lo + 1, n - 1)
+    lo = min(lo, n - 1)
+    t = virtual - lo
+    x, y = float(a[lo]), float(a[hi])
+    diff = y - x
+    # numpy's _lerp: from the nearer end, so that t = 1 gives y exactly
+    return y - diff * (1 - t) if t >= 0.5 else x + diff * t
 
 
 def match_responses(

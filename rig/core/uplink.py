@@ -155,7 +155,7 @@ class Uplink:
             or self._barges_seen < len(d.barge_ins)
         ):
             return None
-        return d._inside_play()
+        return d._inside_play(copy=False)
 
     def sent_plain(self, frame: Frame, t_sent_ns: int) -> tuple[int, list[Record]] | None:
         """`sent` for most frames of a stream: a real-time frame with no marks that starts

@@ -56,3 +56,25 @@ def test_the_shortcut_is_taken_inside_a_long_turn() -> None:
     d = Director([Play(tone(300, 1.0, RATE).pcm, "t")], RATE, 320, 0)
     d.next_frame(Observation(0, False, None, None, 0))  # starts the step (general path)
     assert d._inside_play() is not None
+
+
+def test_the_plain_path_gets_a_read_only_view_and_hooks_a_copy() -> None:
+    """No hooks on the plain path (Uplink.plain_pcm): a view of the step's samples, no
+    allocation per frame, read-only so nothing can change the plan through it; the general
+    path's frames go through hooks that may change them in place: those stay copies."""
+    pcm = tone(300, 1.0, RATE).pcm
+    d = Director([Play(pcm, "t")], RATE, 320, 0)
+    d.next_frame(Observation(0, False, None, None, 0))  # starts the step (general path)
+    view = d._inside_play(copy=False)
+    assert view is not None and view.base is pcm and not view.flags.writeable
+    assert np.array_equal(view, pcm[320:640])
+    try:
+        view[0] = 1
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the plan's samples were writable through a frame")
+    copy = d._inside_play()
+    assert copy is not None and copy.base is None and copy.flags.writeable
+    copy[:] = 0  # a hook changing its frame leaves the plan alone
+    assert np.array_equal(pcm[640:960], tone(300, 1.0, RATE).pcm[640:960])
