@@ -317,12 +317,15 @@ class Session:
             self._check_behind(frame.seq, frame.deadline_ns, t_sent)
         return barge_ins
 
-    def _sent_pcm(self, seq: int, deadline_ns: int, pcm: Pcm16, t_sent: int) -> None:
-        """`_sent` for the tick's plain frame (`Uplink.plain_pcm`: no marks, no hooks, no
-        barge-in; only where the transport has no `sent_extra`): no `Frame` made."""
+    def _sent_pcm(
+        self, seq: int, deadline_ns: int, pcm: Pcm16, t_sent: int, clean: Pcm16 | None
+    ) -> None:
+        """`_sent` for the tick's plain frame (`Uplink.plain_pcm`: no marks, no barge-in;
+        only where the transport has no `sent_extra`): no `Frame` made. `clean`: the frame
+        before the hooks (None: no hooks)."""
         assert self.uplink is not None
         plain = self.uplink.sent_plain_seq(seq, t_sent)
-        self._plain_records(plain, pcm, None, seq, deadline_ns, t_sent)
+        self._plain_records(plain, pcm, clean, seq, deadline_ns, t_sent)
 
     def _plain_records(
         self,

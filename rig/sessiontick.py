@@ -69,7 +69,7 @@ class Tick:
         recv: asyncio.Task[None],
         cap_ns: int,
         sent: Callable[[Frame, int], list[tuple[int, int]]],
-        sent_pcm: Callable[[int, int, Pcm16, int], None] | None = None,
+        sent_pcm: Callable[[int, int, Pcm16, int, Pcm16 | None], None] | None = None,
     ) -> None:
         self.s = parts
         self.clock = clock
@@ -133,12 +133,13 @@ class Tick:
             if pcm is not None and sent_pcm is not None:  # most frames: no Frame, no marks
                 uplink.last_obs = obs
                 seq = uplink.pacer.next_seq
+                clean = uplink.plain_clean
                 t_sent = s.link.send_pcm_now(pcm, seq, deadline)
                 if t_sent is None:
-                    self._back(Handback(Frame(seq, deadline, pcm, ())))
+                    self._back(Handback(Frame(seq, deadline, pcm, (), clean=clean)))
                     return None
                 self.frames += 1
-                sent_pcm(seq, deadline, pcm, t_sent)
+                sent_pcm(seq, deadline, pcm, t_sent, clean)
                 return self._after(t_sent)
             frame = uplink.next_frame(obs)
             if frame is None:

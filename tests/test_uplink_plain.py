@@ -15,6 +15,7 @@ import pytest
 from rig.audio.pcm import level_dbfs
 from rig.audio.source import tone
 from rig.clock.base import FakeClock
+from rig.conditions.hook import ConditionPlan, PlayConditions
 from rig.core.director import Drain, Pause, Play, WaitOnset
 from rig.core.plan import UserPlan
 from rig.core.records import ChunkRecord
@@ -59,7 +60,20 @@ def _steps() -> list[Any]:
     ]
 
 
-async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: Any = False):
+def _conditions() -> ConditionPlan:
+    """Every play 6 dB down: frames the hook changes inside every play (no noise bed: the
+    reference system's adaptive gate did not endpoint this short script over one)."""
+    plays = [
+        PlayConditions((step.pcm // 2).astype(np.int16), None, 0, 0)
+        for step in _steps()
+        if isinstance(step, Play)
+    ]
+    return ConditionPlan(RATE, plays)
+
+
+async def _run(
+    tmp_path, name: str, monkeypatch, plain: bool, publish: Any = False, conditions=False
+):
     served = []  # frames the tick sent by their parts (Uplink.plain_pcm), no Frame made
     if plain:
         real = Uplink.plain_pcm
@@ -80,6 +94,8 @@ async def _run(tmp_path, name: str, monkeypatch, plain: bool, publish: Any = Fal
     writer.start()
     rec = writer.rollout(str(tmp_path / name), RATE)
     plan = UserPlan(np.zeros(0, np.int16), RATE, [], [], steps=_steps())
+    if conditions:
+        plan.conditions = _conditions()
     cfg = SessionConfig(start_lead_ms=0, prefill_speed=4.0)
     live: list[Any] = []
     pub = live.append if publish is True else (publish or None)
@@ -107,6 +123,23 @@ async def test_plain_frames_write_what_the_records_write(tmp_path, monkeypatch) 
     assert all("level_dbfs" in c for c in up)
     events = (tmp_path / "plain" / "events.jsonl").read_text()
     assert '"barge_in"' in events or '"truncate"' in events or "inject" in events
+
+
+async def test_plain_frames_under_conditions_write_what_the_records_write(
+    tmp_path, monkeypatch
+) -> None:
+    """Frame hooks (conditions) on the tick's plain path: the frame sent and the frame
+    before the hooks (user_clean.wav) as the general path writes them."""
+    m1, _ = await _run(tmp_path, "plain", monkeypatch, plain=True, conditions=True)
+    m2, _ = await _run(tmp_path, "records", monkeypatch, plain=False, conditions=True)
+    assert m1["status"] == m2["status"] == "ok"
+    assert m1["uplink"] == m2["uplink"]
+    for f in ("chunks.jsonl", "events.jsonl", "user.wav", "user_clean.wav", "system.wav"):
+        a = (tmp_path / "plain" / f).read_bytes()
+        b = (tmp_path / "records" / f).read_bytes()
+        assert a == b, f
+    user = (tmp_path / "plain" / "user.wav").read_bytes()
+    assert user != (tmp_path / "plain" / "user_clean.wav").read_bytes()  # the hook did act
 
 
 async def test_a_live_view_sees_what_the_records_show(tmp_path, monkeypatch) -> None:

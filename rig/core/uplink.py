@@ -100,6 +100,8 @@ class Uplink:
         self._barges_seen = 0
         #: frame hooks (rig.core.framehook: conditions, echo), applied in order
         self.hooks: list[FrameHook] = []
+        #: the last `plain_pcm` frame before the hooks (None: no hooks, the frame is clean)
+        self.plain_clean: Pcm16 | None = None
 
     @property
     def next_seq(self) -> int:
@@ -143,19 +145,29 @@ class Uplink:
     def plain_pcm(self) -> Pcm16 | None:
         """The next frame's samples when it is a plain one, the director's shortcut inside a
         Play under way (no marks, no bounds crossed), as `next_frame` would give them, and
-        `sent_plain_seq` will take it (real time, no barge-in pending) and no hooks change
-        it; None: nothing taken, ask `next_frame`. The tick's path for most frames: no
-        `Frame` (rig.sessiontick)."""
+        `sent_plain_seq` will take it (real time, no barge-in pending); None: nothing taken,
+        ask `next_frame`. The tick's path for most frames: no `Frame` (rig.sessiontick).
+        With frame hooks (conditions) they are applied here as `next_frame` applies them,
+        and `plain_clean` holds the frame before them (user_clean.wav); None without."""
         d = self.director
         if (
-            self.hooks
-            or not d.fast_play
+            not d.fast_play
             or d.done
             or self.pacer.next_seq < self.pacer.fast_frames
             or self._barges_seen < len(d.barge_ins)
         ):
             return None
-        return d._inside_play(copy=False)
+        if not self.hooks:
+            self.plain_clean = None
+            return d._inside_play(copy=False)
+        pcm = d._inside_play()  # a copy: hooks may change it in place
+        if pcm is None:
+            return None
+        self.plain_clean = pcm
+        start = self.pacer.next_seq * self.n
+        for hook in self.hooks:
+            pcm = hook.apply(pcm, start)
+        return pcm
 
     def sent_plain(self, frame: Frame, t_sent_ns: int) -> tuple[int, list[Record]] | None:
         """`sent` for most frames of a stream: a real-time frame with no marks that starts
