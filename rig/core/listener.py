@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rig.audio.pcm import level_dbfs
 from rig.core.director import Observation
 from rig.core.events import ControlRequest, DownAudio, DownEvent
 from rig.core.onset import OnsetDetector
@@ -280,6 +279,6 @@ class Listener:
             item.t_ns,
             server_ts_ms=item.server_ts_ms,
             play_ns=play_ns,
-            level_dbfs=level_dbfs(item.pcm),
             extra=extra,
+            pcm=item.pcm,  # its level: measured by the writer thread, off the audio loop
         )
