@@ -14,6 +14,7 @@ from rig.clock.base import MonotonicClock
 from rig.transports.webrtc.media import DirectAudio
 from rig.transports.webrtc.peer import gather_on, make_peer
 from rig.transports.webrtc.rtp import BufferedFrame, RtpPacketizer
+from tests.support.wallclock import unsteady_wall_clock_reason
 
 pytestmark = pytest.mark.realtime
 
@@ -44,6 +45,9 @@ async def _pair(
 
 
 async def test_direct_audio_both_ways_with_rtcp_from_the_rigs_own_counters() -> None:
+    reason = await asyncio.to_thread(unsteady_wall_clock_reason)
+    if reason:
+        pytest.skip(reason)
     clock = MonotonicClock()
     got_a: list[BufferedFrame] = []
     got_b: list[BufferedFrame] = []

@@ -24,6 +24,7 @@ from rig.transports.webrtc import WebRtcTransport, get_signalling
 from tests.support import netimpair
 from tests.support.netimpair import ImpairedLink
 from tests.support.wait import wait_for
+from tests.support.wallclock import unsteady_wall_clock_reason
 from tests.support.webrtc import webrtc_plan as _plan
 
 pytestmark = [pytest.mark.netns, pytest.mark.realtime]
@@ -57,7 +58,7 @@ def one_way_down_ms(chunks: list[dict[str, Any]], wall_minus_mono_ns: int) -> fl
 
 
 async def test_rtcp_rtt_and_one_way_agree_with_packet_delay(tmp_path: Path) -> None:
-    reason = netimpair.unavailable_reason()
+    reason = netimpair.unavailable_reason() or await asyncio.to_thread(unsteady_wall_clock_reason)
     if reason:
         pytest.skip(reason)
     truth = tmp_path / "truth.jsonl"
