@@ -123,9 +123,7 @@ class Uplink:
         pcm, marks = got
         clean = None
         if self.hooks:  # what the system hears: after the director, before the send
-            clean = pcm
-            for hook in self.hooks:
-                pcm = hook.apply(pcm, seq * self.n)
+            pcm, clean = self._hooked(pcm, seq)
         if not marks:  # most frames: no control requests to build
             return Frame(seq, self.pacer.deadline_ns(seq), pcm, (), clean=clean)
         before = [
@@ -163,11 +161,15 @@ class Uplink:
         pcm = d._inside_play()  # a copy: hooks may change it in place
         if pcm is None:
             return None
-        self.plain_clean = pcm
-        start = self.pacer.next_seq * self.n
-        for hook in self.hooks:
-            pcm = hook.apply(pcm, start)
+        pcm, self.plain_clean = self._hooked(pcm, self.pacer.next_seq)
         return pcm
+
+    def _hooked(self, pcm: Pcm16, seq: int) -> tuple[Pcm16, Pcm16]:
+        """Frame `seq` through the hooks in order, and the frame before them."""
+        clean = pcm
+        for hook in self.hooks:
+            pcm = hook.apply(pcm, seq * self.n)
+        return pcm, clean
 
     def sent_plain(self, frame: Frame, t_sent_ns: int) -> tuple[int, list[Record]] | None:
         """`sent` for most frames of a stream: a real-time frame with no marks that starts
