@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rig.audio.pcm import Pcm16
-from rig.core.plan import speech_bounds
+from rig.core.plan import speech_bounds_once
 from rig.core.refmarks import RefMark
 from rig.core.timeline import Timeline
 from rig.core.units import NS_PER_S
@@ -130,7 +130,13 @@ class Director:
         self.onsets_at_step_start = 0
         self.turns: list[TurnRecord] = []
         self.barge_ins: list[int] = []  # sample positions where a Play asked for truncation
-        self._bounds: dict[int, tuple[int, int] | None] = {}
+        #: every Play's speech bounds, measured here, before the stream starts, and once per
+        #: audio array: not inside the tick at each step's start (rig.core.plan)
+        self._bounds: dict[int, tuple[int, int] | None] = {
+            i: speech_bounds_once(s.pcm, sample_rate, threshold_dbfs)
+            for i, s in enumerate(self.steps)
+            if isinstance(s, Play)
+        }
         self._release: dict[str, Any] = {}
         self.onsets_at_play_end = 0  # system onsets heard when the last Play ended
         #: a drain hit its cap while the system was still talking (the reply was cut)
@@ -209,8 +215,6 @@ class Director:
     # --- steps ---------------------------------------------------------------------------
 
     def _start_play(self, step: Play, offset: int, marks: list[Mark]) -> None:
-        if self.i not in self._bounds:
-            self._bounds[self.i] = speech_bounds(step.pcm, self.rate, self.threshold_dbfs)
         b = self._bounds[self.i]
         start = self.sample
         rec = TurnRecord(

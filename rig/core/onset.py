@@ -51,8 +51,9 @@ class OnsetDetector:
             or start_sample + first - self._last_loud_end >= self.gap_samples
         ):
             onset = first
-        else:
-            # a quiet stretch inside this chunk can also start a new segment
+        elif int(loud[-1]) - first >= self.gap_samples:
+            # a quiet stretch inside this chunk can also start a new segment (only a chunk
+            # whose loud samples span more than a gap can hold one: not a 20 ms chunk)
             gaps = np.flatnonzero(np.diff(loud) >= self.gap_samples)
             if gaps.size:
                 onset = int(loud[gaps[0] + 1])

@@ -145,3 +145,49 @@ async def test_release_next_turn_after_quiet_on_the_playback_clock(tmp_path) -> 
     release = next(e for e in events if e["kind"] == "release")
     assert release["t_ns"] == pytest.approx(reply_end_play + 0.7e9, abs=21e6)  # frame resolution
     assert r1["latency_ms"] is not None
+
+
+def test_speech_bounds_are_measured_before_the_stream_and_once_per_array(monkeypatch) -> None:
+    """The director measures its plays' bounds as it is made, not at each play's start on
+    the tick, and repeats sharing a plan's arrays share the measurement."""
+    import rig.core.plan as plan
+
+    calls = []
+    real = plan.speech_bounds
+
+    def counted(pcm, *a, **k):
+        calls.append(id(pcm))
+        return real(pcm, *a, **k)
+
+    monkeypatch.setattr(plan, "speech_bounds", counted)
+    a = np.concatenate([np.zeros(800, np.int16), tone(300, 0.05, RATE).pcm])
+    b = tone(500, 0.03, RATE).pcm
+    steps = [Play(a, "a"), Pause(0.01), Play(b, "b", "interruption"), Play(a, "a again")]
+    first = Director(steps, RATE, 320, 0)
+    assert sorted(calls) == sorted([id(a), id(b)])  # a once, though it plays twice
+    Director(list(steps), RATE, 320, 0)  # a repeat of the same plan
+    assert len(calls) == 2
+    calls.clear()
+    frames = []
+    while (f := first.next_frame(obs(first.timeline.time_of(first.sample)))) is not None:
+        frames.append(f)
+    assert calls == []  # nothing measured while streaming
+    starts = [i * 320 + m.offset for i, f in enumerate(frames) for m in f[1]
+              if m.kind == "turn.start"]  # fmt: skip
+    assert starts[0] == 800 + int(np.flatnonzero(np.abs(a[800:]) > 328)[0])
+    assert [t.speech_start_sample for t in first.turns] == [
+        800 + starts[0] - 800,
+        len(a) + 160 + real(b, RATE)[0],
+        len(a) + 160 + len(b) + real(a, RATE)[0],
+    ]
+
+
+def test_speech_bounds_once_tells_a_new_array_from_a_dead_one() -> None:
+    """An id reused by a new array is measured anew (the weak reference is dead)."""
+    from rig.core.plan import speech_bounds, speech_bounds_once
+
+    for k in range(50):  # ids are reused quickly by arrays of one size
+        pcm = np.zeros(1600, np.int16)
+        pcm[160 * (k % 9) :] = 4000
+        assert speech_bounds_once(pcm, RATE) == speech_bounds(pcm, RATE)
+        del pcm
