@@ -22,15 +22,31 @@ def to_int16(x: npt.NDArray[np.floating]) -> Pcm16:
     return y.astype(np.int16)
 
 
+#: numpy keeps the GIL for element loops of up to 500 elements and drops it for longer ones
+#: and for every BLAS dot product
+GIL_HELD_MAX = 500
+
+
+def sum_squares(pcm: Pcm16) -> float:
+    """The exact sum of squares of `pcm`, in float64 (exact while under 2**53: up to 2**23
+    full-scale samples; int64 beyond). A frame of up to `GIL_HELD_MAX` samples (20 ms at
+    16-24 kHz) is squared by element loops that keep the GIL: the writer thread measures
+    every uplink frame's level, and a dot product per frame dropped and retook the GIL each
+    time, a hand-off to the event loop thread and back (about 500 more voluntary switches
+    of the loop thread per second at 200 streams; docs/pacing.md, twelfth pass on #32).
+    Longer arrays take one dot product (a fifth of the CPU of square-and-sum)."""
+    if pcm.size <= GIL_HELD_MAX:
+        y = pcm.astype(np.float64)
+        return float(np.add.reduce(y * y))
+    x = pcm.astype(np.float64) if pcm.size <= 1 << 23 else pcm.astype(np.int64)
+    return float(x.dot(x))
+
+
 def level_dbfs(pcm: Pcm16) -> float:
     """RMS level relative to a full-scale sine's RMS... kept simple: RMS re full scale."""
     if pcm.size == 0:
         return SILENCE_DBFS
-    # the sum of squares in one dot product (a fifth of the CPU of astype/square/mean), in
-    # float64: exact while it stays under 2**53, i.e. for up to 2**23 full-scale samples
-    # (a 20 ms frame is 320-960), and half the CPU of int64 per frame
-    x = pcm.astype(np.float64) if pcm.size <= 1 << 23 else pcm.astype(np.int64)
-    rms = math.sqrt(float(x.dot(x)) / pcm.size) / 32768.0
+    rms = math.sqrt(sum_squares(pcm) / pcm.size) / 32768.0
     if rms <= 1e-6:
         return SILENCE_DBFS
     return round(20.0 * math.log10(rms), 2)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from rig.audio.pcm import SILENCE_DBFS, level_dbfs
+from rig.audio.pcm import GIL_HELD_MAX, SILENCE_DBFS, level_dbfs, sum_squares
 
 
 def _float_level(pcm: np.ndarray) -> float:
@@ -33,3 +33,15 @@ def test_known_levels() -> None:
     assert level_dbfs(np.full(48000 * 60, 32767, np.int16)) == round(
         20 * math.log10(32767 / 32768), 2
     )
+
+
+@given(arrays(np.int16, st.integers(1, 1200)))
+def test_sum_squares_is_exact_on_both_sides_of_the_gil_bound(pcm: np.ndarray) -> None:
+    """The element-loop path (up to GIL_HELD_MAX samples) and the dot path give the exact
+    integer sum, so a level never depends on which one measured it."""
+    assert sum_squares(pcm) == float(int(np.sum(pcm.astype(np.int64) ** 2)))
+
+
+def test_sum_squares_full_scale_at_the_bound() -> None:
+    for n in (GIL_HELD_MAX - 1, GIL_HELD_MAX, GIL_HELD_MAX + 1):
+        assert sum_squares(np.full(n, -32768, np.int16)) == float(n * 32768**2)
