@@ -32,8 +32,8 @@ def sum_squares(pcm: Pcm16) -> float:
     full-scale samples; int64 beyond). A frame of up to `GIL_HELD_MAX` samples (20 ms at
     16-24 kHz) is squared by element loops that keep the GIL: the writer thread measures
     every uplink frame's level, and a dot product per frame dropped and retook the GIL each
-    time, a hand-off to the event loop thread and back (about 500 more voluntary switches
-    of the loop thread per second at 200 streams; docs/pacing.md, twelfth pass on #32).
+    time, a hand-off to the event loop thread and back (500-790 more voluntary switches of
+    the loop thread per second at 200 streams, 4 pairs; docs/pacing.md, twelfth pass on #32).
     Longer arrays take one dot product (a fifth of the CPU of square-and-sum)."""
     if pcm.size <= GIL_HELD_MAX:
         y = pcm.astype(np.float64)
