@@ -13,7 +13,9 @@ event loop, and stopping streams runs in a thread (a lost device can hang PortAu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -150,10 +152,11 @@ class DeviceStream:
         # the device (or the JACK server) has gone, PortAudio's abort can block forever: wait
         # a bounded time in a daemon thread, then give the streams up.
         done = threading.Event()
+        settle_s = JACK_SETTLE_S if self._on_jack() else 0.0
 
         def stop() -> None:
             try:
-                _stop_all(streams)
+                _stop_all(streams, settle_s)
             finally:
                 done.set()
 
@@ -161,6 +164,10 @@ class DeviceStream:
         if not await asyncio.to_thread(done.wait, STOP_TIMEOUT_S):
             mark_portaudio_wedged(f"stream stop did not return within {STOP_TIMEOUT_S} s")
         self._queue.put_nowait(StreamEnded("duplex", self._clock.now_ns()))
+
+    def _on_jack(self) -> bool:
+        devices = (self.input, self.output)
+        return any(d is not None and d.hostapi.upper().startswith("JACK") for d in devices)
 
     def describe(self) -> dict[str, Any]:
         lat = self.latency()
@@ -186,9 +193,36 @@ def mark_portaudio_wedged(reason: str) -> None:
     PORTAUDIO_WEDGED = reason
 
 
-def _stop_all(streams: list[RawStream]) -> None:
-    for s in streams:
+#: how long the JACK client is left alone after each change to its ports when closing
+JACK_SETTLE_S = 0.1
+_JACK_PORT_CHANGES = threading.Lock()
+
+
+def _stop_all(streams: list[RawStream], settle_s: float = 0.0) -> None:
+    """Stop every stream, then close them one by one, `settle_s` apart (JACK: see below).
+
+    libjack (jack2 1.9.21 and 1.9.22, jackaudio/jack2#216) walks the client's port list on
+    its notification thread for every latency notification, while `jack_port_unregister`
+    (inside Pa_CloseStream) erases from that same list on the closing thread, unlocked. The
+    server sends those notifications asynchronously, a period or two after any change to the
+    graph, and stopping a PortAudio stream disconnects its ports: a close right after a stop
+    (or after another stream's close) unregisters while the walk is under way, and the process
+    dies in libjack (one CI run; once in 19 rounds of tests/device/test_devices.py's four JACK
+    cases in one process, two CPU burners beside it; docs/devices.md). PortAudio shares one
+    JACK client per process and does not expose it, so the only cure from here is time: no
+    port is unregistered within `settle_s` of the last change to the graph, which leaves the
+    notification thread many periods to finish its walk.
+    """
+    # one close at a time per process: two device streams closing together would otherwise
+    # interleave their port changes inside each other's settle time
+    with _JACK_PORT_CHANGES if settle_s > 0 else contextlib.nullcontext():
         try:
-            s.stop()
+            for s in streams:
+                s.stop()
         finally:
-            s.close()
+            for s in streams:
+                if settle_s > 0:
+                    time.sleep(settle_s)
+                s.close()
+            if settle_s > 0:  # the last unregister's walk ends before the next open registers
+                time.sleep(settle_s)
