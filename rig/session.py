@@ -379,7 +379,10 @@ class Session:
     def _close_verdict(self, metrics: dict[str, Any], log: SessionLog, t_end: int) -> None:
         """The second: the rig's timing verdict, `session.end`, the sink closed."""
         loop = self.watch.since(self._mark) if self._mark is not None else None
-        self.verdict = judge_metrics(metrics, log, loop, self.watch.monitor, self.tolerance)
+        exact = self.transport.exact_stamps()
+        self.verdict = judge_metrics(
+            metrics, log, loop, self.watch.monitor, self.tolerance, exact=exact
+        )
         status = {"status": self.outcome.status, "reason": self.outcome.reason}
         self.sink.put(EventRecord("session.end", t_end, status))
         self.sink.close()

@@ -190,6 +190,15 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         "at its arrival) makes a rollout's timing not valid (default 20: one frame)",
     )
     p.add_argument(
+        "--arrival-stamps",
+        choices=["kernel", "loop"],
+        default=default("arrival_stamps"),
+        help="WebSocket arrival stamps: kernel (default: the kernel's receive time of each "
+        "read, exact whatever the event loop was doing, on Linux with the asyncio loop over "
+        "plain TCP; the loop's stamp elsewhere) or loop (always the loop's, bounded by its lag: "
+        "to compare); what was used is in each rollout's metrics (docs/pacing.md)",
+    )
+    p.add_argument(
         "--retry-invalid",
         type=int,
         metavar="N",

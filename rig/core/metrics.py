@@ -10,6 +10,7 @@ docs/metrics.md for every field.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,12 @@ def judge_metrics(
     loop: LoopStats | None,
     monitor: LoopMonitor,
     tolerance: TimingTolerance,
+    exact: Collection[int] = (),
 ) -> Verdict:
     """`timing_valid` and why (rig.core.selfcheck.judge_session: pacing, the error bound of
     every figure from the loop's lag, xruns): did the rig keep its own time? Added to
-    `metrics` in place; the verdict returned."""
-    verdict = judge_session(metrics, log, loop, monitor, tolerance)
+    `metrics` in place; the verdict returned. `exact`: arrival stamps measured exactly."""
+    verdict = judge_session(metrics, log, loop, monitor, tolerance, exact)
     metrics["timing_valid"] = verdict.valid
     metrics["rig_timing"] = verdict.as_dict(tolerance)
     return verdict

@@ -12,7 +12,8 @@ figure (calibrated against the reference system's truth: bench/selfcheck.py, doc
   reply onsets      each onset's arrival stamp is late by at most the loop's lag at that
                     moment: the largest lag of any wake-up on the loop (monitor ticks, every
                     rollout's frame timers) from `near_before_ms` before the stamp to
-                    `near_after_ms` after it, beyond `figure_ms`
+                    `near_after_ms` after it, beyond `figure_ms`; a stamp the kernel took at
+                    the message's own last byte (rig.transports.kstamp) is exact: bound 0
   latencies         onset stamp bound + how late the frame holding the user's end was sent
                     (latency counts from that send) + how late the frames went out that the
                     system's decision event (speech_stopped, ...) says it endpointed on,
@@ -35,7 +36,7 @@ is one pure function of it and the session's log (`judge_session`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -128,20 +129,23 @@ def figure_bounds(
     lateness_ns: Sequence[int],
     tolerance: TimingTolerance,
     chunks: Sequence[int] = (),
+    exact: Collection[int] = (),
 ) -> FigureBounds:
     """Error bounds of a rollout's figures. `onsets`: (chunk seq, arrival stamp) of each
     reply onset; `responses`: each answered turn; `send_ns` and `lateness_ns`: the
     rollout's uplink frames in order; `chunks`: every received chunk's arrival stamp (the
-    arrival placement and the timing analysis read them).
+    arrival placement and the timing analysis read them); `exact`: arrival stamps the
+    kernel took at the message's own last byte (rig.transports.kstamp): bound 0.
 
-    An arrival stamp is late by how long the loop took to get to the socket, which is what
-    every wake-up near it measured (`lag_near`). A latency runs from the user's end as sent
-    (the send stamp of the frame holding it: exact) to the onset stamp, so it is off by the
-    onset stamp's delay plus how late that frame went out (the user stopped on schedule),
-    plus how late the frame went out whose arrival let the system detect the end (the reply
-    waits for it). Which frame that was only the system knows; where it says when it
-    decided (a decision event), the frames sent in the round trip before that event's
-    arrival are the candidates; where it does not, the pacing checks bound it."""
+    An arrival stamp taken by the loop is late by how long the loop took to get to the
+    socket, which is what every wake-up near it measured (`lag_near`). A latency runs from
+    the user's end as sent (the send stamp of the frame holding it: exact) to the onset
+    stamp, so it is off by the onset stamp's delay plus how late that frame went out (the
+    user stopped on schedule), plus how late the frame went out whose arrival let the system
+    detect the end (the reply waits for it). Which frame that was only the system knows;
+    where it says when it decided (a decision event), the frames sent in the round trip
+    before that event's arrival are the candidates; where it does not, the pacing checks
+    bound it."""
     before = round(tolerance.near_before_ms * NS_PER_MS)
     after = round(tolerance.near_after_ms * NS_PER_MS)
     near = round(tolerance.listed_ms * NS_PER_MS)
@@ -150,9 +154,14 @@ def figure_bounds(
     view = monitor.view(
         min(stamps, default=0) - max(before, near), max(stamps, default=0) + OVERDUE_NS
     )
-    stamp = {t: view.lag_near(t, before, after) for _, t in onsets}
+
+    def bound(t: int) -> int:
+        return 0 if t in exact else view.lag_near(t, before, after)
+
+    stamp = {t: bound(t) for _, t in onsets}
     for r in responses:
-        stamp.setdefault(r.onset_ns, view.lag_near(r.onset_ns, before, after))
+        if r.onset_ns not in stamp:
+            stamp[r.onset_ns] = bound(r.onset_ns)
     lat: list[float] = []
     parts: list[tuple[float, float | None]] = []
     for r in responses:
@@ -174,7 +183,7 @@ def figure_bounds(
             tuple((_ms(dt), _ms(lag)) for dt, lag in view.late_near(t, near)) for _, t in onsets
         ),
         latency_parts=tuple(parts),
-        chunk_ms=_ms(view.lag_over(chunks, before, after)) if chunks else None,
+        chunk_ms=_chunk_ms(view, chunks, exact, before, after),
     )
 
 
@@ -197,10 +206,12 @@ def log_figure_bounds(
     responses: Sequence[Mapping[str, Any]],
     monitor: LoopMonitor,
     tolerance: TimingTolerance,
+    exact: Collection[int] = (),
 ) -> FigureBounds:
     """`figure_bounds` of a finished session: its onsets and frames from the log, its answered
     turns from metrics' `responses`; each onset at its chunk's arrival stamp, each decision
-    window the largest measured round trip + two frames before the decision's arrival."""
+    window the largest measured round trip + two frames before the decision's arrival;
+    `exact`: the arrival stamps the transport measured exactly."""
     arrival = {c.seq: c.t_ns for c in log.heard}
     onsets = [(o.chunk_seq, arrival.get(o.chunk_seq, o.arrival_ns)) for o in log.onsets]
     rtts = [r.rtt_ns for r in log.rtt if r.source in PATH_RTT_SOURCES]
@@ -219,7 +230,19 @@ def log_figure_bounds(
                 Answered(int(r.get("turn") or 0), end, arrival.get(seq, onset), decided)
             )
     chunks = [c.t_ns for c in log.heard]
-    return figure_bounds(monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance, chunks)
+    return figure_bounds(
+        monitor, onsets, answered, log.send_ns, log.lateness_ns, tolerance, chunks, exact
+    )
+
+
+def _chunk_ms(
+    view: LagView, chunks: Sequence[int], exact: Collection[int], before: int, after: int
+) -> float | None:
+    """The largest bound of any received chunk's stamp (None: no chunk)."""
+    if not chunks:
+        return None
+    looped = [t for t in chunks if t not in exact] if exact else chunks
+    return _ms(view.lag_over(looped, before, after)) if looped else 0.0
 
 
 def _ms(ns: int) -> float:
@@ -306,16 +329,19 @@ def judge_session(
     loop: LoopStats | None,
     monitor: LoopMonitor,
     tolerance: TimingTolerance,
+    exact: Collection[int] = (),
 ) -> Verdict:
     """The verdict for a finished session from its metrics (pacing, responses, xruns), its
-    log and the loop's record of its span."""
+    log and the loop's record of its span; `exact`: arrival stamps measured exactly (the
+    kernel's: no loop lag in them)."""
     uplink = metrics.get("uplink") or {}
     p99 = (uplink.get("lateness_ms") or {}).get("p99")
     stalls = int(uplink.get("stalls") or 0)
     xruns = metrics.get("device_xruns")
     figures = None
     if log is not None and loop is not None:
-        figures = log_figure_bounds(log, metrics.get("responses") or [], monitor, tolerance)
+        responses = metrics.get("responses") or []
+        figures = log_figure_bounds(log, responses, monitor, tolerance, exact)
     n_xruns = xruns if isinstance(xruns, int) else 0
     more = [str(r) for r in metrics.get("transport_timing_reasons") or []]
     return judge(p99, stalls, loop, tolerance, n_xruns, figures, more)

@@ -38,6 +38,9 @@ class Target:
     #: `--dialect-opt KEY=VALUE`, parsed (values JSON where they parse)
     dialect_opt: Mapping[str, Any] = opt({}, "--dialect-opt", list)
     sample_rate: int | None = opt(None, "--sample-rate", int)
+    #: WebSocket arrival stamps: "kernel" (the kernel's receive time where the platform gives
+    #: it, else the loop's: rig.transports.kstamp) or "loop" (always the loop's; to compare)
+    arrival_stamps: str = opt("kernel", "--arrival-stamps", choices=("kernel", "loop"))
 
 
 @dataclass(frozen=True, kw_only=True)

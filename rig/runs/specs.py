@@ -73,9 +73,15 @@ def prepare(config: RunConfig) -> Prepared:
 
 
 def ws_factory(
-    url: str, dialect: str, sample_rate: int, options: dict[str, Any], relay: Any = None
+    url: str,
+    dialect: str,
+    sample_rate: int,
+    options: dict[str, Any],
+    relay: Any = None,
+    kernel_stamps: bool = True,
 ) -> Any:
-    """Transports to `url`; through `relay` (an impairment relay, started by then) if given."""
+    """Transports to `url`; through `relay` (an impairment relay, started by then) if given;
+    `kernel_stamps`: arrival stamps from the kernel where it can (rig.transports.kstamp)."""
 
     def make(clock: Clock, gate: asyncio.Semaphore) -> Transport:
         d = get_dialect(
@@ -84,7 +90,9 @@ def ws_factory(
             **options,
         )
         via = None if relay is None else relay.address
-        return WebSocketTransport(url, d, clock, open_gate=gate, connect_via=via)
+        return WebSocketTransport(
+            url, d, clock, open_gate=gate, connect_via=via, kernel_stamps=kernel_stamps
+        )
 
     return make
 
@@ -189,7 +197,14 @@ def build_specs(
                 item.plan,
                 webrtc_factory(target_url, dialect, item.plan.sample_rate, relay)
                 if transport == "webrtc"
-                else ws_factory(target_url, dialect, item.plan.sample_rate, item_options, relay),
+                else ws_factory(
+                    target_url,
+                    dialect,
+                    item.plan.sample_rate,
+                    item_options,
+                    relay,
+                    config.target.arrival_stamps == "kernel",
+                ),
                 {"url": redact_url(target_url), "transport": transport, "dialect": dialect},
                 {
                     **item.meta,

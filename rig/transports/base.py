@@ -22,6 +22,9 @@ session uses them unconditionally:
                                 `path_interval_s` (WebSocket: ping/pong + TCP_INFO)
   send_event_now(k, d)   False  `send_event` without waiting, from the clock's tick (the
                                 session's clock probes: rig.sessionchores); False: not now
+  exact_stamps()         ()     arrival stamps that are exact (the kernel's, at the message's
+                                own last byte: rig.transports.kstamp); the timing verdict
+                                bounds every other stamp by the loop's lag
   sample_path_now(emit)  False  `sample_path` without waiting: events to `emit` as they
                                 come (a pong's round trip from the socket's read); False:
                                 its round trip must be awaited (`path_round_trip()`)
@@ -30,7 +33,7 @@ session uses them unconditionally:
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 from rig.audio.pcm import Pcm16
@@ -88,6 +91,11 @@ class Transport(abc.ABC):
     def sent_extra(self, seq: int) -> dict[str, Any] | None:
         """Extra chunks.jsonl fields for uplink frame `seq` (default: none)."""
         return None
+
+    def exact_stamps(self) -> Collection[int]:
+        """Arrival stamps (shared-clock ns) measured exactly, not through the loop (default:
+        none: each is bounded by the loop's lag where it was taken)."""
+        return ()
 
     def finish_metrics(self, metrics: dict[str, Any]) -> None:
         """Add transport-specific fields to a rollout's metrics.json (default: nothing)."""

@@ -1,22 +1,17 @@
 """WebSocket transport: the `websockets` library plus a sans-I/O dialect.
 
-Arrival stamps: the connection subclass below reads the transport's clock (the injected
-one, so a FakeClock run records only fake times) in `data_received`, the moment asyncio
-hands it bytes from the socket, and pins that stamp to every complete message parsed from
-those bytes. That is as close to the socket as the library allows; the time a message then
-waits in the library's queue is not counted as network delay.
+Arrival stamps: the connection classes of rig.transports.wsstamps (the loop's stamp at each
+read, or the kernel's where it can take it: rig.transports.kstamp).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.client import connect
 from websockets.datastructures import Headers
 from websockets.exceptions import (
     ConnectionClosed,
@@ -24,20 +19,17 @@ from websockets.exceptions import (
     InvalidHandshake,
     InvalidURI,
 )
-from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
 from rig.audio.pcm import Pcm16
-from rig.clock.base import Clock
-from rig.core.events import DownEvent, Incoming, Received
+from rig.clock.base import Clock, MonotonicClock
+from rig.core.events import DownAudio, DownEvent, Incoming, Received
 from rig.dialects.base import Dialect
 from rig.errors import DeadlineError, ProtocolError, TransportError
-from rig.net.pathsample import PING_PREFIX, PathSampler
+from rig.net.pathsample import PathSampler
 from rig.redact import is_credential_header, redact_text, redact_url
 from rig.transports import wsdirect
 from rig.transports.base import Transport
-from rig.transports.wsdirect import DirectMessages
-from rig.transports.wsread import BufferedReads
 from rig.transports.wssend import (
     can_write_now,
     ping_now,
@@ -45,70 +37,14 @@ from rig.transports.wssend import (
     write_binary_now,
     write_now,
 )
-
-
-class ArrivalStamps:
-    """Mixin for a websockets connection: remember when each message's last byte came off
-    the socket (`stamps`, one per complete data message, in order), read from `now_ns`
-    (the injected clock's reader; `stamping(cls, clock)` binds it)."""
-
-    _rx_ns: int
-    stamps: collections.deque[int]
-    #: arrival stamp of each pong by its payload (rig.net.pathsample takes them out)
-    pong_ns: dict[bytes, int]
-    #: each pong's payload and stamp as it arrives (the path sampler's pings written from
-    #: the tick); True: taken, not kept in `pong_ns`
-    on_pong: Callable[[bytes, int], bool] | None
-
-    def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._now_ns = now_ns
-        self._rx_ns = 0
-        self.stamps = collections.deque()
-        self.pong_ns = {}
-        self.on_pong = None
-
-    def data_received(self, data: bytes) -> None:
-        self._rx_ns = self._now_ns()
-        super().data_received(data)  # type: ignore[misc]
-
-    def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
-            self.stamps.append(self._rx_ns)
-        elif isinstance(event, Frame) and event.opcode is Opcode.PONG:
-            data = bytes(event.data)
-            if data.startswith(PING_PREFIX):
-                on_pong = self.on_pong
-                if on_pong is not None and on_pong(data, self._rx_ns):
-                    pass
-                elif len(self.pong_ns) < MAX_PONGS:
-                    self.pong_ns[data] = self._rx_ns
-        super().process_event(event)  # type: ignore[misc]
-
-
-class StampedConnection(
-    BufferedReads, ArrivalStamps, DirectMessages, ClientConnection, asyncio.BufferedProtocol
-):
-    """A client connection that remembers when each message's last byte came off the socket
-    (read into a buffer per thread: rig.transports.wsread) and can hand its data messages
-    over inside `data_received` (rig.transports.wsdirect)."""
-
-
-class StampedServerConnection(
-    BufferedReads, ArrivalStamps, ServerConnection, asyncio.BufferedProtocol
-):
-    """The server side of the same stamping (the recording proxy's client-facing end)."""
-
-
-def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
-    """A websockets `create_connection` factory: `cls` stamping on `clock` (typed Any:
-    websockets annotates a class, and calls it like one)."""
-    return functools.partial(cls, now_ns=clock.now_ns)
-
-
-DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
-#: pong stamps kept at most (a peer echoing made-up pongs cannot grow memory)
-MAX_PONGS = 64
+from rig.transports.wsstamps import (
+    ArrivalStamps,
+    StampedConnection,
+    StampedServerConnection,
+    StampStats,
+    frame_bytes,
+    stamping,
+)
 
 
 class SafeConnect(connect):
@@ -155,6 +91,7 @@ class WebSocketTransport(Transport):
         send_timeout_s: float = 2.0,
         close_timeout_s: float = 2.0,
         connect_via: tuple[str, int] | None = None,
+        kernel_stamps: bool = True,
     ) -> None:
         self.url = url
         self.dialect = dialect
@@ -173,6 +110,8 @@ class WebSocketTransport(Transport):
         #: TCP address to connect to instead of the URL's (an impairment relay, rig.relay.process);
         #: the URL, Host header and TLS name stay the target's
         self.connect_via = connect_via
+        #: arrival stamps from the kernel where it can (False: the loop's, always)
+        self.kernel_stamps = kernel_stamps
         self._ws: StampedConnection | None = None
         self._pending: list[Incoming] = []
         #: were messages handed over inside data_received (receive_into)?
@@ -180,6 +119,9 @@ class WebSocketTransport(Transport):
         self._opened = False
         self.connect_attempts = 0
         self._sampler: PathSampler | None = None
+        #: stamps of exact messages, and of inexact ones that carried audio (exact_stamps)
+        self._exact_ns: set[int] = set()
+        self._inexact_audio_ns: set[int] = set()
 
     async def open(self) -> None:
         """Connect (retrying only before any audio flowed) and wait for the dialect's handshake."""
@@ -230,6 +172,8 @@ class WebSocketTransport(Transport):
                 compression=None,
                 **via,
             )
+        if self.kernel_stamps and isinstance(self.clock, MonotonicClock):  # fake: fake times
+            self._ws.kernel_stamps()  # type: ignore[union-attr]
 
     async def _handshake(self) -> None:
         ws = self._require()
@@ -248,8 +192,10 @@ class WebSocketTransport(Transport):
                     except ConnectionClosed as exc:
                         why = f"closed during handshake: {redact_text(str(exc))}"
                         raise TransportError(why, code=_code(exc)) from exc
-                    t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
-                    self._pending.extend(self.dialect.decode(message, t_ns))
+                    t_ns, exact = self._stamp_of(ws)
+                    items = self.dialect.decode(message, t_ns)
+                    self._note_exact(t_ns, exact, items)
+                    self._pending.extend(items)
                     await self._flush_outgoing(ws)
         except TimeoutError:
             raise TransportError(f"no handshake answer within {self.ready_timeout_s} s") from None
@@ -363,13 +309,14 @@ class WebSocketTransport(Transport):
                 raise TransportError(
                     f"connection lost mid-stream: {redact_text(str(exc))}", code=_code(exc)
                 ) from exc
-            t_ns = ws.stamps.popleft() if ws.stamps else self.clock.now_ns()
+            t_ns, exact = self._stamp_of(ws)
             try:
                 items = self.dialect.decode(message, t_ns)
             except ProtocolError:
                 raise
             except (ValueError, KeyError, TypeError) as exc:
                 raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
+            self._note_exact(t_ns, exact, items)
             await self._flush_outgoing(ws)
             for item in items:
                 yield item
@@ -413,15 +360,23 @@ class WebSocketTransport(Transport):
         self, ws: StampedConnection, handle: Callable[[Received], None]
     ) -> Callable[[str | bytes], None]:
         decode, stamps, now_ns = self.dialect.decode, ws.stamps, self.clock.now_ns
+        flags, exact_ns, note = ws.exact, self._exact_ns, self._note_exact
 
         def on_message(message: str | bytes) -> None:
-            t_ns = stamps.popleft() if stamps else now_ns()
+            if stamps:
+                t_ns, exact = stamps.popleft(), flags.popleft()
+            else:
+                t_ns, exact = now_ns(), False
             try:
                 items = decode(message, t_ns)
             except ProtocolError:
                 raise
             except (ValueError, KeyError, TypeError) as exc:
                 raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
+            if exact:
+                exact_ns.add(t_ns)
+            else:
+                note(t_ns, exact, items)
             for item in items:
                 handle(item)
 
@@ -443,6 +398,31 @@ class WebSocketTransport(Transport):
         except (TimeoutError, ConnectionClosed, OSError):
             ws.transport.abort()
 
+    def _stamp_of(self, ws: StampedConnection) -> tuple[int, bool]:
+        """The arrival stamp of the message just read, and whether it is exact."""
+        if ws.stamps:
+            return ws.stamps.popleft(), ws.exact.popleft()
+        return self.clock.now_ns(), False
+
+    def _note_exact(self, t_ns: int, exact: bool, items: list[Incoming]) -> None:
+        if exact:
+            self._exact_ns.add(t_ns)
+        elif any(type(item) is DownAudio for item in items):
+            self._inexact_audio_ns.add(t_ns)
+
+    def exact_stamps(self) -> Collection[int]:
+        """Stamps of messages the kernel stamped at their own last byte, less any stamp that
+        received audio shares with an inexact message (a read's earlier audio carries its
+        last message's stamp)."""
+        return self._exact_ns - self._inexact_audio_ns
+
+    def finish_metrics(self, metrics: dict[str, Any]) -> None:
+        """`arrival_stamps`: how the arrivals were stamped (kernel or loop), how many exactly,
+        and the longest a read waited for the loop (measured by the kernel's stamps)."""
+        ws = self._ws
+        if ws is not None:
+            metrics["arrival_stamps"] = ws.kernel.as_dict()
+
     def describe(self) -> dict[str, Any]:
         return {
             "kind": "websocket",
@@ -451,6 +431,7 @@ class WebSocketTransport(Transport):
             "connect_timeout_s": self.connect_timeout_s,
             "ready_timeout_s": self.ready_timeout_s,
             "retries": self.retries,
+            "arrival_stamps": "kernel" if self.kernel_stamps else "loop",
             **({"connect_via": list(self.connect_via)} if self.connect_via else {}),
         }
 
@@ -468,10 +449,13 @@ def _closed_now(exc: ConnectionClosed, what: str) -> TransportError:
 
 
 __all__ = [
+    "ArrivalStamps",
     "SafeConnect",
+    "StampStats",
     "StampedConnection",
     "StampedServerConnection",
     "WebSocketTransport",
+    "frame_bytes",
     "redact_url",
     "stamping",
 ]

@@ -26,8 +26,12 @@ def rig_run(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str
 def test_a_tolerance_the_rig_cannot_meet_exits_3_with_the_reason(tmp_path: Path) -> None:
     sim, url = start_sim("--reply-s", "0.5", "--latency-ms", "200")
     try:
-        # a 10 us tolerance: no real loop wakes that precisely, so the verdict must be false
-        r = rig_run(url, tmp_path, "--timing-tolerance-ms", "0.01", "--loop-lag-max-ms", "0.01")
+        # a 10 us tolerance: no real loop wakes that precisely, so the verdict must be false;
+        # the loop's arrival stamps (the kernel's are exact: nothing to bound)
+        r = rig_run(
+            url, tmp_path, "--timing-tolerance-ms", "0.01", "--loop-lag-max-ms", "0.01",
+            "--arrival-stamps", "loop",
+        )  # fmt: skip
     finally:
         stop_sim(sim)
     assert r.returncode == EXIT_ROLLOUTS_FAILED, r.stderr[-2000:]

@@ -139,6 +139,26 @@ def test_a_late_tick_at_a_reply_onset_bounds_that_onset_and_its_latency() -> Non
     ]
 
 
+def test_a_stamp_the_kernel_took_is_exact_whatever_the_loop_did_at_it() -> None:
+    # the same 9 ms lag at the same onset; the transport says the kernel stamped it at the
+    # message's own last byte (rig.transports.kstamp): the loop's lag is not in that stamp
+    mon = LoopMonitor()
+    mark = mon.mark(0)
+    t = feed(mon, 0, [0.1] * 60 + [9.0] + [0.1] * 39)
+    onset = 61 * 10 * MS + 9 * MS - 2 * MS
+    later = onset + 1 * MS  # a chunk the loop stamped in the same stall
+    answered = [(0, onset - 500 * MS, onset)]
+    chunks = [onset, later]
+    figs = figure_bounds(mon, [(3, onset)], answered, *frames(t), TOL, chunks=chunks, exact={onset})
+    assert figs.onset_ms == (0.0,) and figs.latency_ms == (0.2,)  # only the end frame's
+    assert figs.chunk_ms == 9.0  # the loop-stamped chunk is still bounded by the loop
+    assert judge(0.3, 0, mon.since(mark, t), TOL, figures=figs).valid
+    every = figure_bounds(mon, [(3, onset)], [], *frames(t), TOL, chunks=chunks, exact=chunks)
+    assert every.chunk_ms == 0.0
+    # the late wake-ups near it are still listed, for the record
+    assert every.as_dict()["onsets"][0]["near"] == [[2.0, 9.0]]
+
+
 def test_the_users_end_sent_late_bounds_the_latency_a_frame_after_it_does_not() -> None:
     mon = LoopMonitor()
     mark = mon.mark(0)

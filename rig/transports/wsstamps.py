@@ -1,0 +1,199 @@
+"""Arrival stamps on a websockets connection: when each message's last byte came off the socket.
+
+The connection subclasses here read the transport's clock (the injected one, so a FakeClock
+run records only fake times) in `data_received`, the moment asyncio hands them bytes from the
+socket, and pin that stamp to every complete message parsed from those bytes: as close to
+the socket as the library allows; the time a message then waits in the library's queue is
+not counted as network delay. Where the kernel can stamp the read (rig.transports.kstamp),
+its receive time replaces the loop's, and the message that ended the read is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.server import ServerConnection
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Side
+
+from rig.clock.base import Clock
+from rig.net.pathsample import PING_PREFIX
+from rig.transports import kstamp
+from rig.transports.wsdirect import DirectMessages
+from rig.transports.wsread import BufferedReads
+
+
+class ArrivalStamps:
+    """Mixin for a websockets connection: remember when each message's last byte came off
+    the socket (`stamps`, one per complete data message, in order), read from `now_ns`
+    (the injected clock's reader; `stamping(cls, clock)` binds it).
+
+    After `kernel_stamps()` (the real clock, asyncio's selector loop, plain TCP on Linux:
+    rig.transports.kstamp) a read's stamp is the kernel's receive time of its last byte,
+    not the loop's. A message whose last byte was that read's last byte has an exact stamp,
+    whatever the loop was doing (`exact`, beside `stamps`: the transport tells the timing
+    verdict which received audio was stamped so, rig.core.selfcheck). Which frame ends
+    where is counted from the read's start, which must be a frame boundary: websockets'
+    parser waiting for a new frame (not half way through one whose header it consumed
+    already) with nothing buffered. A message that
+    ended earlier in its read was there before the stamp by an unknown amount: it is bounded
+    by the loop's lag as before.
+    """
+
+    _rx_ns: int
+    stamps: collections.deque[int]
+    #: arrival stamp of each pong by its payload (rig.net.pathsample takes them out)
+    pong_ns: dict[bytes, int]
+    #: each pong's payload and stamp as it arrives (the path sampler's pings written from
+    #: the tick); True: taken, not kept in `pong_ns`
+    on_pong: Callable[[bytes, int], bool] | None
+    #: per stamp in `stamps`: did the kernel take it at that message's own last byte?
+    exact: collections.deque[bool]
+
+    def __init__(self, *args: Any, now_ns: Callable[[], int], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._now_ns = now_ns
+        self._rx_ns = 0
+        self.stamps = collections.deque()
+        self.pong_ns = {}
+        self.on_pong = None
+        self.exact = collections.deque()
+        self.kernel = StampStats()
+        self._kernel_on = False
+        #: bytes of the current read not yet framed, counted from a frame boundary at its
+        #: start, when it was kernel stamped; -1: not counted
+        self._rx_left = -1
+        self._masked = False
+
+    def kernel_stamps(self) -> bool:
+        """Stamp from the kernel from now on where this connection can (see the class);
+        False: the loop's stamps, as before. Call once the handshake is done."""
+        if self.protocol.extensions:  # type: ignore[attr-defined]  # payloads rewritten
+            return False
+        if not kstamp.enable(self.transport):  # type: ignore[attr-defined]
+            return False
+        self._masked = self.protocol.side is Side.SERVER  # type: ignore[attr-defined]
+        self._kernel_on = True
+        self.kernel.source = "kernel"
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        real_ns = kstamp.take_real_ns() if self._kernel_on else 0
+        if real_ns:
+            ago = kstamp.pickup_ns(real_ns)  # read before the clock: see rig.transports.kstamp
+            now = self._now_ns()
+            if ago >= 0:
+                self._rx_ns = now - ago
+                self.kernel.read(ago)
+                self._rx_left = len(data) if self._at_frame_boundary() else -1
+            else:
+                self._rx_ns, self._rx_left = now, -1
+                self.kernel.refused += 1
+        else:
+            self._rx_ns = self._now_ns()
+            self._rx_left = -1
+        super().data_received(data)  # type: ignore[misc]
+
+    def _at_frame_boundary(self) -> bool:
+        """Is websockets' parser waiting for the first byte of a frame (innermost generator:
+        the reader's `at_eof`, which waits only on an empty buffer)? Any other shape of a
+        future websockets reads as False: no exact stamps, never wrong ones."""
+        gen = getattr(self.protocol, "parser", None)  # type: ignore[attr-defined]
+        while gen is not None:
+            sub = getattr(gen, "gi_yieldfrom", None)
+            if sub is None:
+                return getattr(gen, "__name__", "") == "at_eof"
+            gen = sub
+        return False
+
+    def process_event(self, event: Any) -> None:
+        left = self._rx_left
+        if left > 0 and isinstance(event, Frame):  # where this frame ends in the read
+            left = self._rx_left = left - frame_bytes(len(event.data), self._masked)
+        if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
+            t_ns = self._rx_ns
+            self.stamps.append(t_ns)
+            self.kernel.messages += 1
+            if left == 0:  # its last byte was the read's last byte: the kernel's stamp
+                self.exact.append(True)
+                self.kernel.exact += 1
+            else:  # earlier in its read (with the last one's stamp), or the loop's stamp
+                self.exact.append(False)
+        elif isinstance(event, Frame) and event.opcode is Opcode.PONG:
+            data = bytes(event.data)
+            if data.startswith(PING_PREFIX):
+                on_pong = self.on_pong
+                if on_pong is not None and on_pong(data, self._rx_ns):
+                    pass
+                elif len(self.pong_ns) < MAX_PONGS:
+                    self.pong_ns[data] = self._rx_ns
+        super().process_event(event)  # type: ignore[misc]
+
+
+class StampStats:
+    """How a connection's arrivals were stamped, for metrics.json (`arrival_stamps`)."""
+
+    __slots__ = ("exact", "late_5ms", "max_pickup_ns", "messages", "reads", "refused", "source")
+
+    def __init__(self) -> None:
+        self.source = "loop"  # or "kernel" (rig.transports.kstamp)
+        self.messages = 0  # data messages received
+        self.reads = 0  # kernel-stamped reads
+        self.exact = 0  # data messages stamped exactly (the last in their read)
+        self.refused = 0  # kernel stamps refused (a wall-clock step)
+        self.max_pickup_ns = 0  # the longest a read waited for the loop
+        self.late_5ms = 0  # reads the loop got to more than 5 ms after they arrived
+
+    def read(self, pickup_ns: int) -> None:
+        self.reads += 1
+        if pickup_ns > self.max_pickup_ns:
+            self.max_pickup_ns = pickup_ns
+        if pickup_ns > 5_000_000:
+            self.late_5ms += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "messages": self.messages,
+            "exact": self.exact,
+            "reads": self.reads,
+            "refused": self.refused,
+            "pickup_max_ms": round(self.max_pickup_ns / 1e6, 3),
+            "pickups_over_5ms": self.late_5ms,
+        }
+
+
+def frame_bytes(payload: int, masked: bool) -> int:
+    """Bytes on the wire of one WebSocket frame with `payload` bytes (RFC 6455 5.2)."""
+    head = 2 if payload < 126 else 4 if payload < 65536 else 10
+    return head + payload + (4 if masked else 0)
+
+
+class StampedConnection(
+    BufferedReads, ArrivalStamps, DirectMessages, ClientConnection, asyncio.BufferedProtocol
+):
+    """A client connection that remembers when each message's last byte came off the socket
+    (read into a buffer per thread: rig.transports.wsread) and can hand its data messages
+    over inside `data_received` (rig.transports.wsdirect)."""
+
+
+class StampedServerConnection(
+    BufferedReads, ArrivalStamps, ServerConnection, asyncio.BufferedProtocol
+):
+    """The server side of the same stamping (the recording proxy's client-facing end)."""
+
+
+def stamping(cls: type[ArrivalStamps], clock: Clock) -> Any:
+    """A websockets `create_connection` factory: `cls` stamping on `clock` (typed Any:
+    websockets annotates a class, and calls it like one)."""
+    return functools.partial(cls, now_ns=clock.now_ns)
+
+
+DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+#: pong stamps kept at most (a peer echoing made-up pongs cannot grow memory)
+MAX_PONGS = 64

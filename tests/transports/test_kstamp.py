@@ -1,0 +1,199 @@
+"""Arrival stamps from the kernel (rig/transports/kstamp.py, ArrivalStamps in
+rig/transports/websocket.py), over real loopback TCP: a stamp the kernel took does not move
+when the loop is blocked, only the message that ended a read is called exact, a read that
+began inside a frame (its header consumed earlier) calls nothing exact, and where the kernel
+cannot stamp (uvloop) nothing is."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.frames import Frame, Opcode
+
+from rig.clock.base import MonotonicClock
+from rig.transports import kstamp
+from rig.transports.websocket import StampedConnection, frame_bytes, stamping
+
+pytestmark = pytest.mark.skipif(not kstamp.supported(), reason="kernel stamps: Linux only")
+
+MS = 1_000_000
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stamping_on() -> None:
+    """The kernel switches receive stamping on in deferred work: once, before the tests."""
+    kstamp.keep_on()
+    time.sleep(0.1)
+
+
+class _Server:
+    """A websockets server on its own thread and loop (a blocked client loop must not block
+    it); `handler(ws, sent)` appends the monotonic time just before each write to `sent`."""
+
+    def __init__(self, handler: Callable[[ServerConnection, list[int]], Awaitable[None]]) -> None:
+        self.handler = handler
+        self.sent: list[int] = []
+        self.port = 0
+        self._ready = threading.Event()
+        self._stop: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = self._loop.create_future()
+
+        async def handle(ws: ServerConnection) -> None:
+            await self.handler(ws, self.sent)
+
+        async with serve(handle, "127.0.0.1", 0, compression=None) as server:
+            self.port = server.sockets[0].getsockname()[1]
+            self._ready.set()
+            await self._stop
+
+    def __enter__(self) -> _Server:
+        self._thread.start()
+        assert self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set_result, None)
+        self._thread.join(5)
+
+
+async def _client(port: int) -> Any:
+    return await connect(
+        f"ws://127.0.0.1:{port}",
+        create_connection=stamping(StampedConnection, MonotonicClock()),
+        compression=None,
+    )
+
+
+def test_a_blocked_loop_does_not_move_the_kernels_stamp() -> None:
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()  # "go"
+        sent.append(time.monotonic_ns())
+        await ws.send(b"\x01" * 1280)
+        await ws.wait_closed()
+
+    async def main(port: int) -> tuple[int, bool, int]:
+        ws = await _client(port)
+        assert ws.kernel_stamps()
+        await ws.send("go")
+        time.sleep(0.05)  # noqa: ASYNC251 - the loop is blocked while the reply arrives
+        t_unblocked = time.monotonic_ns()
+        await ws.recv()
+        t_ns, exact = ws.stamps.popleft(), ws.exact.popleft()
+        assert ws.kernel.reads >= 1 and ws.kernel.max_pickup_ns > 30 * MS, ws.kernel.as_dict()
+        await ws.close()
+        return t_ns, exact, t_unblocked
+
+    with _Server(handler) as server:
+        t_ns, exact, t_unblocked = asyncio.run(main(server.port))
+    (sent,) = server.sent
+    assert exact
+    # stamped where the bytes arrived (loopback: inside the server's send), not 50 ms later
+    assert -0.2 * MS <= t_ns - sent <= 3 * MS, (t_ns - sent) / MS
+    assert t_unblocked - t_ns > 30 * MS
+
+
+def test_only_the_message_that_ended_the_read_is_exact() -> None:
+    two = Frame(Opcode.BINARY, b"\x02" * 300).serialize(mask=False, extensions=[])
+    text = Frame(Opcode.TEXT, b'{"type":"x"}').serialize(mask=False, extensions=[])
+
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()
+        sent.append(time.monotonic_ns())
+        ws.transport.write(text + two)  # one write: one segment, one read
+        await ws.wait_closed()
+
+    async def main(port: int) -> list[tuple[int, bool]]:
+        ws = await _client(port)
+        assert ws.kernel_stamps()
+        await ws.send("go")
+        time.sleep(0.03)  # noqa: ASYNC251 - blocked: both frames come in one read
+        got = [await ws.recv(), await ws.recv()]
+        assert got == ['{"type":"x"}', b"\x02" * 300]
+        out = [(ws.stamps.popleft(), ws.exact.popleft()) for _ in got]
+        await ws.close()
+        return out
+
+    with _Server(handler) as server:
+        (t1, e1), (t2, e2) = asyncio.run(main(server.port))
+    assert t1 == t2  # both carry the read's stamp ...
+    assert (e1, e2) == (False, True)  # ... which is exact only for the one that ended it
+
+
+def test_a_read_that_begins_inside_a_frame_calls_nothing_exact() -> None:
+    """The frame's header comes alone, then its payload with the next frame's header: the
+    second read is exactly as long as the first frame, but began inside it (websockets had
+    consumed the header), so its stamp is not that frame's last byte's alone."""
+    first = Frame(Opcode.BINARY, b"\x03" * 300).serialize(mask=False, extensions=[])
+    second = Frame(Opcode.BINARY, b"\x04" * 300).serialize(mask=False, extensions=[])
+    head = 4  # 300 bytes: a 16-bit length
+    assert len(first) == frame_bytes(300, masked=False) == head + 300
+
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()
+        sock = ws.transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle: a segment each
+        for part in (first[:head], first[head:] + second[:head], second[head:]):
+            ws.transport.write(part)
+            await ws.recv()  # the client read it: each part is a read of its own
+
+    async def main(port: int) -> list[bool]:
+        ws = await _client(port)
+        assert ws.kernel_stamps()
+        await ws.send("go")
+        for reads in (1, 2, 3):
+            while ws.kernel.reads < reads:  # noqa: ASYNC110 - polls a counter, not an event
+                await asyncio.sleep(0.002)
+            await ws.send("read")
+        got = [await ws.recv(), await ws.recv()]
+        assert got == [b"\x03" * 300, b"\x04" * 300]
+        flags = [ws.exact.popleft() for _ in got]
+        assert ws.kernel.reads == 3
+        await ws.close()
+        return flags
+
+    with _Server(handler) as server:
+        flags = asyncio.run(main(server.port))
+    assert flags == [False, False]
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="uvloop not installed")
+def test_uvloop_cannot_stamp_in_the_kernel_and_says_so() -> None:
+    import uvloop
+
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()
+        await ws.send(b"\x05" * 64)
+        await ws.wait_closed()
+
+    async def main(port: int) -> None:
+        ws = await _client(port)
+        assert not ws.kernel_stamps()  # libuv reads in C
+        await ws.send("go")
+        await ws.recv()
+        assert ws.exact.popleft() is False and ws.kernel.source == "loop"
+        await ws.close()
+
+    with _Server(handler) as server:
+        uvloop.run(main(server.port))
+
+
+def test_frame_bytes_follow_rfc6455() -> None:
+    for n in (0, 125, 126, 65_535, 65_536):
+        for masked in (False, True):
+            frame = Frame(Opcode.BINARY, b"\x00" * n).serialize(mask=masked, extensions=[])
+            assert frame_bytes(n, masked) == len(frame)
