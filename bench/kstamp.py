@@ -1,0 +1,82 @@
+"""What a kernel arrival stamp costs per read (rig.transports.kstamp): the plain
+`socket.recv_into` asyncio's transport makes, against `KernelStampedSocket.recv_into` (a
+`recvmsg_into` with the stamp's control message) plus the stamp's conversion onto the
+monotonic clock (`take_real_ns`, `pickup_ns`, one clock read), on loopback TCP with one
+WebSocket-sized message waiting per read. Alternated in rounds in one run; best and median of
+the rounds, µs per read.
+
+    python bench/kstamp.py [--reads 20000] [--rounds 7] [--bytes 1290]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import time
+
+from rig.transports import kstamp
+
+
+def pair(stamped: bool) -> tuple[socket.socket, socket.socket]:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    rx = socket.create_connection(srv.getsockname())
+    tx, _ = srv.accept()
+    srv.close()
+    tx.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if stamped:
+        rx.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+        rx.__class__ = kstamp.KernelStampedSocket
+    return rx, tx
+
+
+def per_read_us(stamped: bool, reads: int, size: int) -> float:
+    """µs per read: the write that queues the message is timed apart and taken out."""
+    rx, tx = pair(stamped)
+    msg = os.urandom(size)
+    buf = bytearray(256 * 1024)
+    clock = time.monotonic_ns
+    spent = 0
+    try:
+        for _ in range(reads):
+            tx.send(msg)
+            t0 = time.perf_counter_ns()
+            rx.recv_into(buf)
+            if stamped:
+                real = kstamp.take_real_ns()
+                age = kstamp.pickup_ns(real)
+                clock() - age
+            spent += time.perf_counter_ns() - t0
+    finally:
+        rx.close()
+        tx.close()
+    return spent / reads / 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reads", type=int, default=20_000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--bytes", type=int, default=1290, help="a 20 ms PCM16 frame at 16 kHz + head")
+    a = ap.parse_args()
+    if not kstamp.supported():
+        raise SystemExit("kernel stamps need Linux on a machine with asm-generic socket options")
+    kstamp.keep_on()
+    time.sleep(0.1)
+    print(f"load before {os.getloadavg()[0]:.2f}")
+    plain: list[float] = []
+    stamped: list[float] = []
+    for _ in range(a.rounds):
+        plain.append(per_read_us(False, a.reads, a.bytes))
+        stamped.append(per_read_us(True, a.reads, a.bytes))
+    for name, xs in (("recv_into", plain), ("kernel stamp", stamped)):
+        print(f"{name:>13}: best {min(xs):.2f} µs, median {statistics.median(xs):.2f} µs per read")
+    ratio = statistics.median(stamped) / statistics.median(plain)
+    print(f"ratio (median): {ratio:.2f}; load after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
