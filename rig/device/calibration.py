@@ -133,6 +133,8 @@ class EchoCalibration:
     response: ImpulseResponse
     round_trip_ms: float
     source: str
+    #: the calibration's input-minus-output stamp skew of one cycle (JACK), ns; None: unknown
+    in_out_skew_ns: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = self.response.as_dict()
@@ -170,10 +172,12 @@ def load_echo_response(
     try:
         response = ImpulseResponse.from_dict(ir)
         rt = float(result["round_trip_ms"])
+        skew_us = result.get("in_out_skew_us")
+        skew_ns = None if skew_us is None else float(skew_us) * 1e3
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: unusable impulse response ({exc})") from None
     if response.rate != key.rate:
         raise ConfigError(
             f"{source}: impulse response at {response.rate} Hz, the run at {key.rate}"
         )
-    return EchoCalibration(response, rt, source)
+    return EchoCalibration(response, rt, source, skew_ns)

@@ -42,7 +42,13 @@ from rig.device.calibrate import (
 from rig.device.model import Block, StatusFlag, StreamSettings, flag_names
 from rig.device.response import LENGTH_MS, ImpulseResponse, measure_response
 from rig.device.stream import DeviceStream
-from rig.device.timeinfo import FrameClock, FrameStamp, PaClockCheck, check_pa_clock
+from rig.device.timeinfo import (
+    FrameClock,
+    FrameStamp,
+    PaClockCheck,
+    check_pa_clock,
+    cycle_skew_ns,
+)
 from rig.errors import DeviceError
 
 PROBES = ("chirp", "mls")
@@ -69,6 +75,10 @@ class LoopbackResult:
     response: ImpulseResponse | None = None
     #: earlier attempts refused (repeats that disagreed), why: kept, never hidden
     refused: tuple[str, ...] = ()
+    #: input minus output stamp of one cycle (JACK: rig.device.timeinfo.cycle_skew_ns), ns;
+    #: in `round_trip_ms` and the response's `t0_ms`, and taken out again where a run sets
+    #: its own streams against them (--cancel-own-echo's alignment). None: not one cycle
+    in_out_skew_ns: float | None = None
 
     @property
     def reported_latency_ms(self) -> float | None:
@@ -103,6 +113,9 @@ class LoopbackResult:
             "attempts": len(self.refused) + 1,
             "refused_attempts": list(self.refused),
             "impulse_response": None if self.response is None else self.response.as_dict(),
+            "in_out_skew_us": None
+            if self.in_out_skew_ns is None
+            else round(self.in_out_skew_ns / 1e3, 3),
         }
 
 
@@ -224,6 +237,7 @@ async def _measure_once(
     rx = np.concatenate([c[:, 0] for c in captured]).astype(np.float64) / 32768.0
     in_clock = FrameClock(in_stamps, rate)
     out_clock = FrameClock(out_stamps, rate)
+    skew_ns = cycle_skew_ns(in_stamps, out_stamps, rate) if stream.on_jack() else None
     round_trips_ms: list[float] = []
     detections: list[Detection] = []
     for s in starts:
@@ -278,6 +292,7 @@ async def _measure_once(
         pa_clock_out=check_pa_clock(out_stamps),
         xruns=dict(xruns),
         response=response,
+        in_out_skew_ns=skew_ns,
     )
 
 

@@ -152,7 +152,7 @@ class DeviceStream:
         # the device (or the JACK server) has gone, PortAudio's abort can block forever: wait
         # a bounded time in a daemon thread, then give the streams up.
         done = threading.Event()
-        settle_s = JACK_SETTLE_S if self._on_jack() else 0.0
+        settle_s = JACK_SETTLE_S if self.on_jack() else 0.0
 
         def stop() -> None:
             try:
@@ -165,7 +165,8 @@ class DeviceStream:
             mark_portaudio_wedged(f"stream stop did not return within {STOP_TIMEOUT_S} s")
         self._queue.put_nowait(StreamEnded("duplex", self._clock.now_ns()))
 
-    def _on_jack(self) -> bool:
+    def on_jack(self) -> bool:
+        """Whether PortAudio's JACK host API serves this stream (one cycle for all)."""
         devices = (self.input, self.output)
         return any(d is not None and d.hostapi.upper().startswith("JACK") for d in devices)
 

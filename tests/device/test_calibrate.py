@@ -17,7 +17,7 @@ from rig.device.calibrate import (
     probe_train,
     summarize,
 )
-from rig.device.timeinfo import FrameClock, FrameStamp, check_pa_clock
+from rig.device.timeinfo import FrameClock, FrameStamp, check_pa_clock, cycle_skew_ns
 
 RATE = 48_000
 
@@ -133,6 +133,24 @@ def test_frame_clock_ignores_jitter_and_a_start_up_stall() -> None:
     true_ns = 5_000_000_000 + frame * 1e9 / RATE
     assert abs(clock.time_ns(frame) - true_ns) < 400_000
     assert clock.frame_at(true_ns) == pytest.approx(frame, abs=0.4e-3 * RATE)
+
+
+def test_cycle_skew_is_the_input_callbacks_lead_over_the_output_of_the_same_cycle() -> None:
+    """JACK serves both streams in one cycle; the input callback runs first, so its stamps
+    lead the output's by its own run (here 30-70 us): the median lead, not the jitter."""
+    rng = np.random.default_rng(5)
+    start, block = 5_000_000_000, 256
+    outs = stamps_for(RATE, block, 300, start, [int(j) for j in rng.integers(0, 200_000, 300)])
+    lead = [int(x) for x in rng.integers(30_000, 70_000, 300)]
+    ins = [  # the input stream started a cycle later: its frame 0 is the output's 256
+        FrameStamp(s.frame - block, block, s.t_ns - lead[i]) for i, s in enumerate(outs[1:])
+    ]
+    skew = cycle_skew_ns(ins, outs, RATE)
+    assert skew is not None and skew == pytest.approx(-50_000, abs=3_000)
+    # two streams on clocks of their own (half a block apart here): no cycle to share
+    apart = [FrameStamp(s.frame, s.n_frames, s.t_ns + 2_666_667) for s in ins]
+    assert cycle_skew_ns(apart, outs, RATE) is None
+    assert cycle_skew_ns(ins[:3], outs[:3], RATE) is None
 
 
 def test_pa_clock_consistent_only_when_it_tracks_the_shared_clock() -> None:
