@@ -89,7 +89,13 @@ def sim(truth_path: str, rt_priority: int) -> Iterator[str]:
 
 
 def run_point(
-    n: int, n_hogs: int, workers: int, rt_hogs: int, rt_priority: int, tmp: str
+    n: int,
+    n_hogs: int,
+    workers: int,
+    rt_hogs: int,
+    rt_priority: int,
+    tmp: str,
+    rig_args: tuple[str, ...] = (),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One grid point: the rows of its rollouts and what the run was."""
     truth_path = os.path.join(tmp, "truth.jsonl")
@@ -97,7 +103,8 @@ def run_point(
     repeat = max(1, n // ITEMS)
     shard = [] if n >= ITEMS else ["--shard", f"0/{ITEMS // n}"]
     info: dict[str, Any] = {
-        "n": n, "hogs": n_hogs, "workers": workers, "rt_hogs": rt_hogs, "rt_priority": rt_priority
+        "n": n, "hogs": n_hogs, "workers": workers, "rt_hogs": rt_hogs, "rt_priority": rt_priority,
+        "rig_args": list(rig_args),
     }  # fmt: skip
     with hogs(n_hogs, rt_hogs):
         time.sleep(1.0)  # the hogs are spinning
@@ -107,7 +114,7 @@ def run_point(
                    "--repeat", str(repeat), "--concurrency", str(n),
                    "--workers", str(workers) if workers else "auto",
                    "--rt-priority", str(rt_priority),
-                   "--out", out, "--run-id", "r", "--headless", *shard]  # fmt: skip
+                   "--out", out, "--run-id", "r", "--headless", *shard, *rig_args]  # fmt: skip
             t0 = time.monotonic()
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             info["wall_s"] = round(time.monotonic() - t0, 1)
@@ -154,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         for spec in args.grid:
             n, h, w, rt, prio = parse_point(spec)
             with tempfile.TemporaryDirectory(prefix="selfcheck-") as tmp:
-                new, info = run_point(n, h, w, rt, prio, tmp)
+                new, info = run_point(n, h, w, rt, prio, tmp, tuple(args.rig_arg or ()))
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             for row in new:
                 row["when"], row["machine"] = stamp, machine
@@ -233,6 +240,12 @@ def main() -> None:
     r.add_argument("--grid", nargs="+", required=True, help="N:HOGS:WORKERS ...")
     r.add_argument("--rows", required=True, help="JSON file the rows are appended to")
     r.add_argument("--times", type=int, default=1, help="run the grid this many times")
+    r.add_argument(
+        "--rig-arg",
+        action="append",
+        help="one more argument for `rig run` (repeatable; e.g. --rig-arg=--arrival-stamps "
+        "--rig-arg=loop), recorded in each row's `rig_args`",
+    )
     m = sub.add_parser("matrix", help="confusion matrices from rows")
     m.add_argument("rows", nargs="+", help="row files (JSON, or .json.gz)")
     m.add_argument("--sweep", action="store_true", help="the new rules at other thresholds")
