@@ -197,3 +197,52 @@ def test_frame_bytes_follow_rfc6455() -> None:
         for masked in (False, True):
             frame = Frame(Opcode.BINARY, b"\x00" * n).serialize(mask=masked, extensions=[])
             assert frame_bytes(n, masked) == len(frame)
+
+
+@pytest.mark.realtime
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "loop"])
+async def test_a_rollouts_onsets_are_exact_with_the_kernels_stamps_end_to_end(
+    tmp_path: Any, kernel: bool
+) -> None:
+    """Transport, session and verdict together, against the reference system over loopback:
+    with the kernel's stamps the reply onset's bound is 0 and metrics say how it was stamped;
+    with `--arrival-stamps loop` (kernel_stamps=False) the loop's bound (at least 1 ms)."""
+    import json
+
+    from rig.audio.source import tone
+    from rig.core.plan import PlanBuilder
+    from rig.dialects.rawpcm import RawPcmDialect
+    from rig.runs.runner import RolloutSpec, Runner, RunnerSettings
+    from rig.session import SessionConfig
+    from rig.sim.engine import SimConfig
+    from rig.sim.server import SimServer
+    from rig.sim.thread import SimThread
+    from rig.transports.websocket import WebSocketTransport
+
+    plan = PlanBuilder(16_000).add_silence(0.2).add_turn(tone(300, 0.6, 16_000)).add_silence(0.2)
+
+    def make(clock: Any, gate: Any) -> WebSocketTransport:
+        return WebSocketTransport(
+            url, RawPcmDialect(16_000), clock, open_gate=gate, kernel_stamps=kernel
+        )
+
+    sim = SimThread(SimServer(SimConfig(latency_ms=50, endpoint_silence_ms=200, reply_s=0.3)))
+    url = await asyncio.to_thread(sim.start)
+    try:
+        cfg = SessionConfig(drain_quiet_s=0.3, max_s=10.0)
+        spec = RolloutSpec("r", plan.build(), make, {"url": "ws://sim/"}, {}, cfg)
+        await Runner(str(tmp_path), RunnerSettings(run_id="x", analyze=False)).run([spec])
+    finally:
+        await asyncio.to_thread(sim.stop)
+    m = json.loads((tmp_path / "x" / "rollouts" / "r" / "metrics.json").read_text())
+    stamps = m["arrival_stamps"]
+    onsets = m["rig_timing"]["figures"]["onsets"]
+    assert onsets, m["rig_timing"]
+    if kernel:
+        assert stamps["source"] == "kernel" and stamps["reads"] > 0 and stamps["refused"] == 0
+        assert 0 < stamps["exact"] <= stamps["messages"]
+        assert [o["stamp_ms"] for o in onsets] == [0.0] * len(onsets)
+        assert m["transport"]["arrival_stamps"] == "kernel"
+    else:
+        assert stamps["source"] == "loop" and stamps["exact"] == stamps["reads"] == 0
+        assert all(o["stamp_ms"] >= 1.0 for o in onsets)
