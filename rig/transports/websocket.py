@@ -6,6 +6,7 @@ read, or the kernel's where it can take it: rig.transports.kstamp).
 
 from __future__ import annotations
 
+import array
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Collection
@@ -120,7 +121,7 @@ class WebSocketTransport(Transport):
         self.connect_attempts = 0
         self._sampler: PathSampler | None = None
         #: stamps of exact messages, and of inexact ones that carried audio (exact_stamps)
-        self._exact_ns: set[int] = set()
+        self._exact_ns = array.array("q")  # 8 bytes a stamp: a long rollout keeps many
         self._inexact_audio_ns: set[int] = set()
 
     async def open(self) -> None:
@@ -360,7 +361,7 @@ class WebSocketTransport(Transport):
         self, ws: StampedConnection, handle: Callable[[Received], None]
     ) -> Callable[[str | bytes], None]:
         decode, stamps, now_ns = self.dialect.decode, ws.stamps, self.clock.now_ns
-        flags, exact_ns, note = ws.exact, self._exact_ns, self._note_exact
+        flags, keep_exact, note = ws.exact, self._exact_ns.append, self._note_exact
 
         def on_message(message: str | bytes) -> None:
             if stamps:
@@ -374,7 +375,7 @@ class WebSocketTransport(Transport):
             except (ValueError, KeyError, TypeError) as exc:
                 raise ProtocolError(f"undecodable message: {exc}", str(message)[:200]) from exc
             if exact:
-                exact_ns.add(t_ns)
+                keep_exact(t_ns)
             else:
                 note(t_ns, exact, items)
             for item in items:
@@ -406,7 +407,7 @@ class WebSocketTransport(Transport):
 
     def _note_exact(self, t_ns: int, exact: bool, items: list[Incoming]) -> None:
         if exact:
-            self._exact_ns.add(t_ns)
+            self._exact_ns.append(t_ns)
         elif any(type(item) is DownAudio for item in items):
             self._inexact_audio_ns.add(t_ns)
 
@@ -414,7 +415,7 @@ class WebSocketTransport(Transport):
         """Stamps of messages the kernel stamped at their own last byte, less any stamp that
         received audio shares with an inexact message (a read's earlier audio carries its
         last message's stamp)."""
-        return self._exact_ns - self._inexact_audio_ns
+        return set(self._exact_ns) - self._inexact_audio_ns
 
     def finish_metrics(self, metrics: dict[str, Any]) -> None:
         """`arrival_stamps`: how the arrivals were stamped (kernel or loop), how many exactly,

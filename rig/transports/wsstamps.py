@@ -40,9 +40,8 @@ class ArrivalStamps:
     verdict which received audio was stamped so, rig.core.selfcheck). Which frame ends
     where is counted from the read's start, which must be a frame boundary: websockets'
     parser waiting for a new frame (not half way through one whose header it consumed
-    already) with nothing buffered. A message that
-    ended earlier in its read was there before the stamp by an unknown amount: it is bounded
-    by the loop's lag as before.
+    already) with nothing buffered. A message that ended earlier in its read was there
+    before the stamp by an unknown amount: it is bounded by the loop's lag as before.
     """
 
     _rx_ns: int
