@@ -120,6 +120,10 @@ def test_rig_run_through_rig_proxy_to_rig_sim_agrees_with_client_and_truth(tmp_p
     )
     for leg in ("client", "upstream"):
         assert m["legs"][leg]["rtt_by_source"]["ws_ping"]["count"] >= 2, m["legs"]
+        # both legs stamped by the kernel (rig.transports.kstamp): the client's frames come
+        # masked, the upstream's not; each leg's messages that ended a read are exact
+        stamps = m["arrival_stamps"][leg]
+        assert stamps["source"] == "kernel" and 0 < stamps["exact"] <= stamps["messages"]
     # the tracks: the client's audio as it passed (same length as what the client sent)
     from rig.recordings.wav import read_wav
 

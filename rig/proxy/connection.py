@@ -85,6 +85,8 @@ class ProxyConnection:
         self.client = ClientUplink(t0_ns)
         self.listener = Listener(t0_ns)
         self.traffic = Traffic()
+        #: per leg ("client", "upstream"): how its arrivals are stamped (StampStats)
+        self.arrival_stamps: dict[str, Any] = {}
         self.sink: RolloutSink | None = None
         self._pending: list[Record] = []
         self.errors = 0

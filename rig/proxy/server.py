@@ -52,6 +52,7 @@ from rig.recordings.sink import Publish
 from rig.recordings.writer import RecordingWriter
 from rig.redact import redact_text, redact_url
 from rig.transports.websocket import (
+    ArrivalStamps,
     SafeConnect,
     StampedConnection,
     StampedServerConnection,
@@ -246,6 +247,11 @@ class RecordingProxy:
             end["connect"] = "failed"
             await client.close(1011, "upstream unavailable")
             return
+        if isinstance(self.clock, MonotonicClock):  # the kernel's receive times, both legs
+            for ws, leg in ((client, "client"), (upstream, "upstream")):
+                if isinstance(ws, ArrivalStamps):
+                    ws.kernel_stamps()
+                    pc.arrival_stamps[leg] = ws.kernel
         activity = [self.clock.now_ns()]
         async with upstream:
             pumps = [
@@ -361,6 +367,8 @@ class RecordingProxy:
             writer_high_water=self._writer.high_water,
         )
         metrics["proxy"] = {**pc.summary(), "closed_by": end["closed_by"], "error": end["error"]}
+        if pc.arrival_stamps:  # how each leg's arrivals were stamped (rig.transports.kstamp)
+            metrics["arrival_stamps"] = {k: v.as_dict() for k, v in pc.arrival_stamps.items()}
         assert pc.sink is not None
         pc.sink.close()
         loop = asyncio.get_running_loop()
