@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rig.analysis.netsplit import NEAREST, backlog_near, rtt_near, stamp_err_ns
-from rig.analysis.webrtc import receive_path_ns
+from rig.analysis.webrtc import receive_path
 from rig.clockfit.fit import METHOD_DOWN
 from rig.clockfit.mapping import ClockMap
 from rig.core.log import SessionLog
@@ -81,7 +81,8 @@ def down_fit_split(
     onset = response.get("onset_ns")
     if p0 is None or arrival is None or onset is None:
         return None
-    p3 = arrival - receive_path_ns(response, log)
+    local = receive_path(response, log)
+    p3 = arrival - local.delay_ns
     near0 = rtt_near(log, p0)
     ex0 = excess_near(log, fit, p0)
     ex3 = excess_near(log, fit, p3)
@@ -112,7 +113,9 @@ def down_fit_split(
         "downlink_ms": _ms(down),
         "downlink_err_ms": _ms(half_min + ex3[1] + fit_err + stamp),
         "model_ms": _ms((p3 - p0) - up - down),
-        "model_err_ms": _ms(spread0 + ex0[1] + ex3[1] + drift_err + 2 * stamp + backlog_ns),
+        "model_err_ms": _ms(
+            spread0 + ex0[1] + ex3[1] + drift_err + 2 * stamp + backlog_ns + local.onset_err_ns
+        ),
         "queue_ms": _ms(onset - p3),
         "queue_err_ms": 0.0,
     }
@@ -120,9 +123,10 @@ def down_fit_split(
         out["send_backlog_bytes"] = backlog[0]
         if backlog[1] is not None:
             out["send_backlog_ms"] = _ms(backlog[1])
-    local = arrival - p3
-    if local:
-        out["receive_path_ms"] = _ms(local)
+    if local.delay_ns:
+        out["receive_path_ms"] = _ms(local.delay_ns)
+    if local.onset_err_ns:
+        out["codec_onset_err_ms"] = _ms(local.onset_err_ns)
     for name in ("uplink", "model", "downlink"):
         out[f"{name}_reason"] = None
     return out

@@ -37,7 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from rig.analysis.webrtc import receive_path_ns
+from rig.analysis.webrtc import receive_path
 from rig.core.log import SessionLog
 from rig.core.records import ServerMark
 from rig.core.units import NS_PER_MS
@@ -96,7 +96,8 @@ def endpoint_fields(
         return _null(NO_DECISION)
     # WebRTC: the onset packet reached the socket before the jitter buffer released its
     # decoded frame; the decision came on the data channel, which no jitter buffer holds
-    p3 -= receive_path_ns(response, obs)
+    local = receive_path(response, obs)
+    p3 -= local.delay_ns
     rtt_ns, path_ns = _rtt(rtt)
     late_stop, late_onset = loop_lateness_ns(obs, stop.t_ns), loop_lateness_ns(obs, p3)
     gen_ns = p3 - stop.t_ns
@@ -105,7 +106,9 @@ def endpoint_fields(
     out: dict[str, Any] = {
         "decision_source": stop.kind,
         "generation_ms": _ms(gen_ns),
-        "generation_err_ms": None if spread_ns is None else _ms(spread_ns),
+        # WebRTC: the decoded onset may lead the sent one (pre-echo); detect is model -
+        # generation, where that lead cancels, and model_err already carries it once
+        "generation_err_ms": None if spread_ns is None else _ms(spread_ns + local.onset_err_ns),
         "generation_method": METHOD_ARRIVALS,
     }
     if spread_ns is None:

@@ -20,7 +20,8 @@ half the round trips' spread; model time does not depend on the asymmetry (uplin
 response's (their spread: max - min, at least the rollout's p95 - min), on the backlog
 estimate (its whole size: the sample is up to one interval away from P0) and on the two
 event-loop stamps it subtracts (P0, P3), each late by up to the loop's own lateness (p95 of
-the send loop's, `stamp_err_ns`).
+the send loop's, `stamp_err_ns`), and on WebRTC on the codec's possible lead of the decoded
+onset (`codec_onset_err_ms`, rig.analysis.webrtc).
 
 Where a server clock exists (probes, server stamps: rig.analysis.latency) that stronger split
 is kept; this one only fills responses it left without a model time, and says so in
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from rig.analysis.webrtc import receive_path_ns
+from rig.analysis.webrtc import receive_path
 from rig.clockfit.rtt import RttStats, RttSummary
 from rig.core.log import SessionLog
 from rig.core.records import RttSample, SendBacklog
@@ -157,11 +158,14 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
     # WebRTC: the arrival stamp is the jitter buffer's release of the decoded frame; the
     # packet reached the socket jitter buffer + codec lookahead earlier. That share is the
     # rig's own (queue), never the system's or the network's
-    local_ns = receive_path_ns(response, log)
+    local = receive_path(response, log)
+    local_ns, codec_err = local.delay_ns, local.onset_err_ns
     arrival -= local_ns
     backlog = backlog_near(log, p0)
     backlog_ns = 0.0
     out: dict[str, Any] = {"receive_path_ms": _ms(local_ns)} if local_ns else {}
+    if codec_err:
+        out["codec_onset_err_ms"] = _ms(codec_err)
     if backlog is not None:
         out["send_backlog_bytes"] = backlog[0]
         if backlog[1] is not None:
@@ -182,7 +186,7 @@ def rtt_split(response: dict[str, Any], log: SessionLog) -> dict[str, Any] | Non
             "downlink_ms": _ms(rtt / 2),
             "downlink_err_ms": _ms(half_err),
             "model_ms": _ms((arrival - p0) - rtt - backlog_ns),
-            "model_err_ms": _ms(spread + backlog_ns + 2 * stamp),
+            "model_err_ms": _ms(spread + backlog_ns + 2 * stamp + codec_err),
             "queue_ms": _ms(onset - arrival),
             "queue_err_ms": 0.0,
         }

@@ -11,16 +11,28 @@ What remains (`wire_latency_ms`) runs from the user's last speech sample leaving
 the reply's first sample reaching the rig's socket: uplink + system + downlink. With an RTCP
 round-trip time, `network_ms` (RTT) and `system_ms` (the rest) split it further, assuming
 the RTT is what the two network legs add.
+
+The onset itself is found in decoded audio, and Opus moves an abrupt onset earlier: CELT's
+pre-echo puts quantisation noise above the onset threshold before the first sent sample.
+The lead is usually nil, but reaches `OPUS_ONSET_LEAD_MS` when the onset falls late in a
+frame (measured over every onset offset in a frame: docs/webrtc.md). The rig cannot tell
+which case a given onset is, so every time that ends at a WebRTC onset carries that much
+more error (`codec_onset_err_ms`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rig.core.log import SessionLog
 
 OPUS_LOOKAHEAD_MS = 312 * 1000 / 48_000
+#: how much earlier than the sender's first sample the first decoded sample above -40 dBFS
+#: can be (pre-echo): 6.1 ms measured at worst (a 0 dBFS-peak tone, every offset in the
+#: frame, complexity 1-10, tests/transports/test_webrtc_rtp.py), rounded up; complexity 0,
+#: which the rig refuses, reached 14 ms. A lower onset threshold hears more pre-echo.
+OPUS_ONSET_LEAD_MS = 6.5
 
 
 def onset_chunk(
@@ -61,6 +73,7 @@ def decompose(
         "latency_arrival_ms": round(total, 3),
         "jitter_buffer_ms": jb,
         "codec_lookahead_ms": round(codec_lookahead_ms, 3),
+        "codec_onset_err_ms": OPUS_ONSET_LEAD_MS,
         "wire_latency_ms": round(wire, 3),
         "network_ms": None,
         "system_ms": None,
@@ -71,18 +84,31 @@ def decompose(
     return out
 
 
-def receive_path_ns(response: dict[str, Any], log: SessionLog) -> int:
-    """The rig's own receive path in a WebRTC response's arrival stamp (jitter buffer of the
-    onset frame + Opus lookahead), to take out of network and model time; 0 when the
+class ReceivePath(NamedTuple):
+    """The rig's own share of a WebRTC onset's arrival stamp, and how far off the onset may be."""
+
+    delay_ns: int  # jitter buffer of the onset frame + Opus lookahead: queue, not wire
+    onset_err_ns: int  # the codec's possible lead of the decoded onset (pre-echo)
+
+
+NO_PATH = ReceivePath(0, 0)
+
+
+def receive_path(response: dict[str, Any], log: SessionLog) -> ReceivePath:
+    """The rig's own receive path in a WebRTC response's arrival stamp, to take out of
+    network and model time, with the codec's onset error to add to theirs; zeros when the
     session heard no WebRTC frames (no `jb_ms`) or the response has no onset."""
     onset = response.get("onset_arrival_ns")
     if onset is None:
-        return 0
+        return NO_PATH
     rows = _heard_rows(log)
     if not rows:
-        return 0
+        return NO_PATH
     chunk = onset_chunk(rows, int(onset)) or {}
-    return round(((chunk.get("jb_ms") or 0.0) + OPUS_LOOKAHEAD_MS) * 1_000_000)
+    return ReceivePath(
+        round(((chunk.get("jb_ms") or 0.0) + OPUS_LOOKAHEAD_MS) * 1_000_000),
+        round(OPUS_ONSET_LEAD_MS * 1_000_000),
+    )
 
 
 def add_shares(responses: list[dict[str, Any]], log: SessionLog) -> list[dict[str, Any]]:
