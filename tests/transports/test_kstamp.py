@@ -1,8 +1,9 @@
 """Arrival stamps from the kernel (rig/transports/kstamp.py, ArrivalStamps in
 rig/transports/websocket.py), over real loopback TCP: a stamp the kernel took does not move
-when the loop is blocked, only the message that ended a read is called exact, a read that
-began inside a frame (its header consumed earlier) calls nothing exact, and where the kernel
-cannot stamp (uvloop) nothing is."""
+when the loop is blocked, only a message that ended a read is called exact (reads of one
+frame each make that every message), a read that began inside a frame is exact only when
+the rig counted that frame from its header, and where the kernel cannot stamp (uvloop)
+nothing is."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from websockets.frames import Frame, Opcode
 from rig.clock.base import MonotonicClock
 from rig.transports import kstamp
 from rig.transports.websocket import StampedConnection, frame_bytes, stamping
+from rig.transports.wsstamps import ArrivalStamps, peek_frame_bytes
 
 pytestmark = pytest.mark.skipif(not kstamp.supported(), reason="kernel stamps: Linux only")
 
@@ -107,41 +109,62 @@ def test_a_blocked_loop_does_not_move_the_kernels_stamp() -> None:
     assert t_unblocked - t_ns > 30 * MS
 
 
-def test_only_the_message_that_ended_the_read_is_exact() -> None:
+@pytest.mark.parametrize("one_frame", [False, True], ids=["whole-reads", "one-frame-reads"])
+def test_only_the_message_that_ended_the_read_is_exact(
+    one_frame: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two frames in one segment: read whole, only the second ends the read; read one frame
+    at a time (the default), each ends a read of its own, with the segment's stamp."""
+    monkeypatch.setattr(ArrivalStamps, "one_frame_reads", one_frame)
     two = Frame(Opcode.BINARY, b"\x02" * 300).serialize(mask=False, extensions=[])
     text = Frame(Opcode.TEXT, b'{"type":"x"}').serialize(mask=False, extensions=[])
 
     async def handler(ws: ServerConnection, sent: list[int]) -> None:
         await ws.recv()
         sent.append(time.monotonic_ns())
-        ws.transport.write(text + two)  # one write: one segment, one read
+        ws.transport.write(text + two)  # one write: one segment
         await ws.wait_closed()
 
-    async def main(port: int) -> list[tuple[int, bool]]:
+    async def main(port: int) -> tuple[list[tuple[int, bool]], int]:
         ws = await _client(port)
         assert ws.kernel_stamps()
         await ws.send("go")
-        time.sleep(0.03)  # noqa: ASYNC251 - blocked: both frames come in one read
+        time.sleep(0.03)  # noqa: ASYNC251 - blocked: both frames are there at the next read
         got = [await ws.recv(), await ws.recv()]
         assert got == ['{"type":"x"}', b"\x02" * 300]
         out = [(ws.stamps.popleft(), ws.exact.popleft()) for _ in got]
+        reads = ws.kernel.reads
         await ws.close()
-        return out
+        return out, reads
 
     with _Server(handler) as server:
-        (t1, e1), (t2, e2) = asyncio.run(main(server.port))
-    assert t1 == t2  # both carry the read's stamp ...
-    assert (e1, e2) == (False, True)  # ... which is exact only for the one that ended it
+        ((t1, e1), (t2, e2)), reads = asyncio.run(main(server.port))
+    (sent,) = server.sent
+    # both carry the segment's stamp (read twice onto the monotonic clock: a few µs apart)
+    assert abs(t1 - t2) <= 0.05 * MS, (t1 - t2) / MS
+    assert -0.2 * MS <= t1 - sent <= 3 * MS, (t1 - sent) / MS
+    if one_frame:
+        assert reads == 2 and (e1, e2) == (True, True)  # ... each ended its own read
+    else:
+        assert reads == 1 and (e1, e2) == (False, True)  # ... exact only for the last
 
 
-def test_a_read_that_begins_inside_a_frame_calls_nothing_exact() -> None:
-    """The frame's header comes alone, then its payload with the next frame's header: the
-    second read is exactly as long as the first frame, but began inside it (websockets had
-    consumed the header), so its stamp is not that frame's last byte's alone."""
+@pytest.mark.parametrize("one_frame", [False, True], ids=["whole-reads", "one-frame-reads"])
+def test_a_read_that_begins_inside_a_frame_is_exact_only_when_counted_from_its_header(
+    one_frame: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frame's header comes alone, then its payload with the next frame's header.
+    Read whole, the second read is exactly as long as the first frame but began inside it
+    (websockets had consumed the header), so nothing is exact. Read one frame at a time, the
+    rig knows the frame's length from its header: the read that ends it is exact."""
+    monkeypatch.setattr(ArrivalStamps, "one_frame_reads", one_frame)
     first = Frame(Opcode.BINARY, b"\x03" * 300).serialize(mask=False, extensions=[])
     second = Frame(Opcode.BINARY, b"\x04" * 300).serialize(mask=False, extensions=[])
     head = 4  # 300 bytes: a 16-bit length
     assert len(first) == frame_bytes(300, masked=False) == head + 300
+    # reads after each part: whole, 1 / 2 / 3; one frame at a time, the second part's
+    # payload and the next header are two reads
+    after = (1, 3, 4) if one_frame else (1, 2, 3)
 
     async def handler(ws: ServerConnection, sent: list[int]) -> None:
         await ws.recv()
@@ -149,26 +172,89 @@ def test_a_read_that_begins_inside_a_frame_calls_nothing_exact() -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle: a segment each
         for part in (first[:head], first[head:] + second[:head], second[head:]):
             ws.transport.write(part)
-            await ws.recv()  # the client read it: each part is a read of its own
+            await ws.recv()  # the client read it all
 
     async def main(port: int) -> list[bool]:
         ws = await _client(port)
         assert ws.kernel_stamps()
         await ws.send("go")
-        for reads in (1, 2, 3):
+        for reads in after:
             while ws.kernel.reads < reads:  # noqa: ASYNC110 - polls a counter, not an event
                 await asyncio.sleep(0.002)
             await ws.send("read")
         got = [await ws.recv(), await ws.recv()]
         assert got == [b"\x03" * 300, b"\x04" * 300]
         flags = [ws.exact.popleft() for _ in got]
-        assert ws.kernel.reads == 3
+        assert ws.kernel.reads == after[-1]
         await ws.close()
         return flags
 
     with _Server(handler) as server:
         flags = asyncio.run(main(server.port))
-    assert flags == [False, False]
+    assert flags == ([True, True] if one_frame else [False, False])
+
+
+@pytest.mark.parametrize("max_queue", [None, 4], ids=["no-limit", "flow-control"])
+def test_a_backlog_of_frames_is_read_a_frame_a_read_all_exact_and_in_order(
+    max_queue: int | None,
+) -> None:
+    """40 frames in one segment while the loop is blocked: more than one read callback
+    takes (MORE_FRAMES), and with a small `max_queue` websockets pauses reading on the way;
+    every message still arrives, in order, each stamped exactly with the segment's time."""
+    frames = [bytes([k]) * (200 + k) for k in range(40)]
+    wire = b"".join(Frame(Opcode.BINARY, f).serialize(mask=False, extensions=[]) for f in frames)
+
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()
+        sent.append(time.monotonic_ns())
+        ws.transport.write(wire)
+        await ws.wait_closed()
+
+    async def main(port: int) -> tuple[list[bytes], list[int], list[bool]]:
+        ws = await connect(
+            f"ws://127.0.0.1:{port}",
+            create_connection=stamping(StampedConnection, MonotonicClock()),
+            compression=None,
+            max_queue=max_queue,
+        )
+        assert ws.kernel_stamps()
+        await ws.send("go")
+        time.sleep(0.03)  # noqa: ASYNC251 - blocked: the whole segment is there
+        got = [await ws.recv() for _ in frames]
+        stamps = [ws.stamps.popleft() for _ in frames]
+        exact = [ws.exact.popleft() for _ in frames]
+        await ws.close()
+        return got, stamps, exact
+
+    with _Server(handler) as server:
+        got, stamps, exact = asyncio.run(main(server.port))
+    (sent,) = server.sent
+    assert got == frames
+    assert all(exact), exact
+    assert max(stamps) - min(stamps) <= 0.1 * MS  # one segment: one kernel stamp
+    assert -0.2 * MS <= stamps[0] - sent <= 3 * MS, (stamps[0] - sent) / MS
+
+
+def test_a_peek_reads_a_frames_size_from_its_header_or_says_0() -> None:
+    class Sock:
+        def __init__(self, head: bytes) -> None:
+            self.head = head
+
+        def recv(self, n: int, flags: int) -> bytes:
+            assert flags == socket.MSG_PEEK
+            return self.head[:n]
+
+    for payload, masked in ((0, False), (125, False), (126, True), (65_535, False), (65_536, True)):
+        wire = Frame(Opcode.BINARY, b"x" * payload).serialize(mask=masked, extensions=[])
+        assert peek_frame_bytes(Sock(wire)) == len(wire) == frame_bytes(payload, masked)
+        head = 2 if payload < 126 else 4 if payload < 65_536 else 10
+        assert peek_frame_bytes(Sock(wire[: head - 1])) == 0  # the header not all there
+    assert peek_frame_bytes(None) == 0
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    assert peek_frame_bytes(a) == 0  # nothing there: BlockingIOError
+    a.close()
+    b.close()
 
 
 @pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="uvloop not installed")
