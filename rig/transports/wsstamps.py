@@ -44,18 +44,22 @@ class ArrivalStamps:
     already) with nothing buffered. A message that ended earlier in its read was there
     before the stamp by an unknown amount: it is bounded by the loop's lag as before.
 
-    So that few messages share a read, each read at a frame boundary asks the socket for
-    one frame only (`one_frame_reads`): the next frame's header is peeked (`MSG_PEEK`, a
-    system call that leaves the bytes where they are) and the read's buffer cut at its end.
-    Frames that came together then each end a read of their own, all exact; a frame whose
-    bytes came in parts is read on to its end, and is exact too (its bytes are counted
-    from its header). After the loop's one read, the frames already waiting are read in the
-    same callback, one read each (up to `MORE_FRAMES`), so a backlog costs a peek and a read
-    per frame (about 2.5 µs, bench/kstamp.py), not a loop pass per frame.
+    Off by default, an option measured and not yet won (`one_frame_reads`): so that no
+    messages share a read, each read at a frame boundary asks the socket for one frame
+    only. The next frame's header is peeked (`MSG_PEEK`: the bytes stay where they are) and
+    the read's buffer cut at its end. Frames that came together then each end a read of
+    their own, all exact; a frame whose bytes came in parts is read on to its end, and is
+    exact too (its bytes are counted from its header). After the loop's one read, the
+    frames already waiting are read in the same callback, one read each (up to
+    `MORE_FRAMES`), so a backlog costs a peek and a read per frame (about 2.5 µs,
+    bench/kstamp.py), not a loop pass per frame. Every message was then exact at 200
+    rollouts, but those runs held worse than whole reads in most of 17 alternated pairs on
+    a host that paused (docs/pacing.md, fifteenth pass): not the default until a quiet
+    host says which it was.
     """
 
     #: read one frame per read where the next frame's header can be peeked (see the class)
-    one_frame_reads = True
+    one_frame_reads = False
 
     _rx_ns: int
     stamps: collections.deque[int]

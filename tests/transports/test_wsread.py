@@ -18,8 +18,8 @@ from websockets.asyncio.server import ServerConnection, serve
 from rig.clock.base import MonotonicClock
 from rig.transports import wsread
 from rig.transports.websocket import StampedConnection, StampedServerConnection, stamping
-from rig.transports.wsstamps import ArrivalStamps
 from rig.transports.wsdirect import DirectConnection
+from rig.transports.wsstamps import ArrivalStamps
 
 CLASSES = [StampedConnection, StampedServerConnection, DirectConnection]
 #: around the header-length boundaries, a typical frame, and more than one read's buffer
