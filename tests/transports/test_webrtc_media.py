@@ -56,14 +56,21 @@ async def test_direct_audio_both_ways_with_rtcp_from_the_rigs_own_counters() -> 
     pa, pb = await _pair(a, b)
     try:
         wall_minus_mono_ns = time.time_ns() - time.monotonic_ns()
-        n = 110  # 2.2 s: aiortc schedules an SR every 0.5-1.5 s, so both ends report
+        n = 110  # 2.2 s of media
         t0 = clock.now_ns()
         for k in range(n):
             await clock.sleep_until(t0 + k * 20_000_000)
             t_wire = await a.send(bytes([k % 256]) * 40)
             assert t_wire >= t0 + k * 20_000_000
             await b.send(bytes([255 - k % 256]) * 30)
+        # aiortc sends an SR every 0.5-1.5 s at random: a side has a round trip once the
+        # other's SR after its own came back (both ends' SRs go on after the media): 2.2 s
+        # was not always enough (one run in five here); wait for both, up to 6 s
         await asyncio.sleep(0.3)
+        for _ in range(120):
+            if a.ledger.rtt and b.ledger.rtt:
+                break
+            await asyncio.sleep(0.05)
     finally:
         await pa.close()  # type: ignore[attr-defined]
         await pb.close()  # type: ignore[attr-defined]
