@@ -51,7 +51,7 @@ class ArrivalStamps:
     their own, all exact; a frame whose bytes came in parts is read on to its end, and is
     exact too (its bytes are counted from its header). After the loop's one read, the
     frames already waiting are read in the same callback, one read each (up to
-    `MORE_FRAMES`), so a backlog costs a peek and a read per frame (about 2.5 µs,
+    `MORE_FRAMES`), so a backlog costs a peek and a read per frame (about 4 µs,
     bench/kstamp.py), not a loop pass per frame. Every message was then exact at 200
     rollouts, but those runs held worse than whole reads in 13 of 18 alternated pairs on
     a host that paused (docs/pacing.md, fifteenth pass): not the default until a quiet
