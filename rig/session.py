@@ -323,9 +323,10 @@ class Session:
         """`_sent` for the tick's plain frame (`Uplink.plain_pcm`: no marks, no barge-in;
         only where the transport has no `sent_extra`): no `Frame` made. `clean`: the frame
         before the hooks (None: no hooks)."""
-        assert self.uplink is not None
-        plain = self.uplink.sent_plain_seq(seq, t_sent)
-        self._plain_records(plain, pcm, clean, seq, deadline_ns, t_sent)
+        uplink = self.uplink
+        assert uplink is not None
+        plain = uplink.sent_plain_seq(seq, t_sent)
+        self._plain_records(plain, pcm, clean, seq, deadline_ns, t_sent, uplink.plain_src)
 
     def _plain_records(
         self,
@@ -335,11 +336,12 @@ class Session:
         seq: int,
         deadline_ns: int,
         t_sent: int,
+        src: tuple[Pcm16, int] | None = None,
     ) -> None:
         late, records = plain
         sink = self.sink
         assert self.uplink is not None
-        sink.up_frame(pcm, clean, self.uplink.rate, seq, t_sent, deadline_ns, late)
+        sink.up_frame(pcm, clean, self.uplink.rate, seq, t_sent, deadline_ns, late, src)
         if records:
             sink.put_all(records)
         self._check_behind(seq, deadline_ns, t_sent)

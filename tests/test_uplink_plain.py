@@ -105,6 +105,10 @@ async def _run(
     monkeypatch.undo()
     if plain:  # most frames inside the Plays (2.4 s: 120 frames) took the tick's plain path
         assert len(served) >= 100, (len(served), m["uplink"]["frames"])
+    # plain frames' levels came from their plays' tables (rig.recordings.levels), one per
+    # play; a hook changes the frames, and then each is measured
+    tables = writer.frame_levels.measured
+    assert (tables > 0) if plain and not conditions else tables == 0, tables
     return m, live
 
 

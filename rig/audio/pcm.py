@@ -46,10 +46,29 @@ def level_dbfs(pcm: Pcm16) -> float:
     """RMS level relative to a full-scale sine's RMS... kept simple: RMS re full scale."""
     if pcm.size == 0:
         return SILENCE_DBFS
-    rms = math.sqrt(sum_squares(pcm) / pcm.size) / 32768.0
+    return level_of(sum_squares(pcm), pcm.size)
+
+
+def level_of(sum_sq: float, n: int) -> float:
+    """`level_dbfs` of `n` samples whose squares sum to `sum_sq` (exact: the same float
+    whether the sum came from `sum_squares` or from int64 arithmetic)."""
+    rms = math.sqrt(sum_sq / n) / 32768.0
     if rms <= 1e-6:
         return SILENCE_DBFS
     return round(20.0 * math.log10(rms), 2)
+
+
+def frame_levels(pcm: Pcm16, n: int, phase: int = 0) -> list[float]:
+    """`level_dbfs` of every whole `n`-sample frame of `pcm` from sample `phase` on, in one
+    pass: frame k is `pcm[phase + k*n : phase + (k+1)*n]`. The same floats as `level_dbfs`
+    frame by frame (exact int64 sums, `level_of`), so records do not depend on which path
+    measured them."""
+    k = (len(pcm) - phase) // n if 0 <= phase < len(pcm) else 0
+    if k <= 0:
+        return []
+    x = pcm[phase : phase + k * n].astype(np.int64).reshape(k, n)
+    sums = np.einsum("ij,ij->i", x, x)
+    return [level_of(float(s), n) for s in sums.tolist()]
 
 
 def pcm_from_bytes(data: bytes) -> Pcm16:

@@ -184,6 +184,9 @@ class Director:
 
     #: the shortcut below (tests turn it off to compare with the general path)
     fast_play = True
+    #: (the step's audio, the position) of the last view `_inside_play` gave: the writer
+    #: looks its level up there (rig.recordings.levels) instead of measuring the frame
+    view_at: tuple[Pcm16, int] | None = None
 
     def _inside_play(self, copy: bool = True) -> Pcm16 | None:
         """Most frames of a turn: the next `n` samples of a Play already under way that
@@ -210,6 +213,7 @@ class Director:
             return pcm[pos:end].copy()
         view = pcm[pos:end]
         view.flags.writeable = False
+        self.view_at = (pcm, pos)
         return view
 
     # --- steps ---------------------------------------------------------------------------

@@ -102,6 +102,9 @@ class Uplink:
         self.hooks: list[FrameHook] = []
         #: the last `plain_pcm` frame before the hooks (None: no hooks, the frame is clean)
         self.plain_clean: Pcm16 | None = None
+        #: (track audio, position) the last `plain_pcm` frame is an unchanged view of; None:
+        #: a changed frame (hooks). Its level is looked up there (rig.recordings.levels).
+        self.plain_src: tuple[Pcm16, int] | None = None
 
     @property
     def next_seq(self) -> int:
@@ -146,7 +149,8 @@ class Uplink:
         `sent_plain_seq` will take it (real time, no barge-in pending); None: nothing taken,
         ask `next_frame`. The tick's path for most frames: no `Frame` (rig.sessiontick).
         With frame hooks (conditions) they are applied here as `next_frame` applies them,
-        and `plain_clean` holds the frame before them (user_clean.wav); None without."""
+        and `plain_clean` holds the frame before them (user_clean.wav); None without.
+        `plain_src`: where in its track the frame is a view of (None with hooks)."""
         d = self.director
         if (
             not d.fast_play
@@ -157,7 +161,10 @@ class Uplink:
             return None
         if not self.hooks:
             self.plain_clean = None
-            return d._inside_play(copy=False)
+            view = d._inside_play(copy=False)
+            self.plain_src = None if view is None else d.view_at
+            return view
+        self.plain_src = None
         pcm = d._inside_play()  # a copy: hooks may change it in place
         if pcm is None:
             return None

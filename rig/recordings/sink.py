@@ -129,12 +129,15 @@ class RolloutSink:
         t_ns: int,
         t_sched_ns: int,
         lateness_ns: int,
+        src: tuple[Pcm16, int] | None = None,
     ) -> None:
         """An uplink frame as sent: what `UserAudio` and its `ChunkRecord` would write,
         handed to the writer as one tuple (its line and level made there); `pcm` and
-        `clean` are the frame's own (never changed afterwards). A live view gets the chunk
-        as `_chunk_view` shows it (its level measured here too), while one listens."""
-        self.recorder.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns)
+        `clean` are the frame's own (never changed afterwards); `src`: the track audio and
+        position `pcm` is an unchanged view of (its level then comes from the track's table).
+        A live view gets the chunk as `_chunk_view` shows it (its level measured here too),
+        while one listens."""
+        self.recorder.up_frame(pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns, src)
         if self._publish is not None and self._listening():
             level = level_dbfs(pcm)
             lane = self._lane

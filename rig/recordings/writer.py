@@ -43,6 +43,7 @@ from rig.audio.pcm import Pcm16, level_dbfs
 from rig.clock.base import MonotonicClock
 from rig.core.records import ChunkRecord, EventRecord
 from rig.recordings.jsonwrite import _json_line, describe_os_error, write_json_atomic
+from rig.recordings.levels import FrameLevels
 from rig.recordings.lines import UP_LINE, chunk_line
 from rig.recordings.wav import WavAppender, write_all
 from rig.redact import redact_urls
@@ -102,6 +103,7 @@ class RecordingWriter:
         self._rollout_errnos: dict[str, int | None] = {}
         self.dropped_after_error = 0  # items of failed rollouts that were not written
         self._started = False
+        self.frame_levels = FrameLevels()  # plain frames' levels from their tracks' tables
 
     def start(self) -> None:
         if not self._started:
@@ -268,8 +270,10 @@ class RecordingWriter:
                 self.dropped_after_error += 1
             return None
         if op == "up":  # an uplink frame: its line (as chunk_line writes it) and its audio
-            _, _, pcm, clean, rate, seq, t_ns, t_sched, late = item
-            level = level_dbfs(pcm)
+            _, _, pcm, clean, rate, seq, t_ns, t_sched, late, src = item
+            level = (
+                level_dbfs(pcm) if src is None else self.frame_levels.at(src[0], src[1], pcm.size)
+            )
             files.chunk_lines.append(UP_LINE % (seq, pcm.size, rate, t_ns, t_sched, late, level))
             files.user.append(pcm)
             if clean is not None:
@@ -442,10 +446,14 @@ class RolloutRecorder:
         t_ns: int,
         t_sched_ns: int,
         lateness_ns: int,
+        src: tuple[Pcm16, int] | None = None,
     ) -> None:
         """An uplink frame's audio and chunk line in one tuple (rig.recordings.sink
-        `up_frame`): the arrays are the frame's own, not copied."""
-        self._put(("up", self.dir, pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns))
+        `up_frame`): the arrays are the frame's own, not copied. `src`: (the track audio,
+        the position) `pcm` is a view of, unchanged: its level comes from the track's table
+        (rig.recordings.levels); None: measured from `pcm`."""
+        item = ("up", self.dir, pcm, clean, rate, seq, t_ns, t_sched_ns, lateness_ns, src)
+        self._put(item)
 
     def event(self, record: EventRecord) -> None:
         self._put(("event", self.dir, record))

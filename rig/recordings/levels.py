@@ -1,0 +1,59 @@
+"""Uplink frame levels looked up from the track, not measured frame by frame.
+
+Why: the writer thread writes every uplink frame's level into chunks.jsonl, 10 000 frames a
+second at 200 streams. Measured one frame at a time (`level_dbfs`: three numpy calls) that was
+the writer's largest single cost, 2-3 % of the rig's CPU per frame (docs/pacing.md, sixteenth
+pass on #32). A plain frame is a view of its turn's audio at a known position, and a run's
+repeats share those arrays: the levels of every frame of an array at one frame size and phase
+are measured once, in one pass, and each frame's level is an index.
+
+Owned by the writer thread (no lock). Arrays are held weakly: a table goes with its audio, and
+a new array at a reused id is measured afresh.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from rig.audio.pcm import Pcm16, frame_levels, level_dbfs
+
+#: tables kept before the dead ones are swept out
+PRUNE_AT = 1024
+
+
+class FrameLevels:
+    """`level_dbfs(audio[pos:pos + n])` for frames cut from shared, never-written audio."""
+
+    def __init__(self) -> None:
+        # (id of the audio, n, phase) -> (a weak reference to it, levels of its frames)
+        self._tables: dict[tuple[int, int, int], tuple[weakref.ref[Any], list[float]]] = {}
+        self.measured = 0  # tables made (a test's view of the sharing)
+
+    def at(self, audio: Pcm16, pos: int, n: int) -> float:
+        """The level of the `n` samples of `audio` from `pos` (within `audio`)."""
+        phase = pos % n
+        key = (id(audio), n, phase)
+        seen = self._tables.get(key)
+        if seen is None or seen[0]() is not audio:
+            seen = self._measure(key, audio, n, phase)
+        levels = seen[1]
+        k = pos // n
+        if k < len(levels):
+            return levels[k]
+        return level_dbfs(audio[pos : pos + n])  # a frame past the last whole one: measured
+
+    def _measure(
+        self, key: tuple[int, int, int], audio: Pcm16, n: int, phase: int
+    ) -> tuple[weakref.ref[Any], list[float]]:
+        if len(self._tables) >= PRUNE_AT:
+            for k in [k for k, (ref, _) in self._tables.items() if ref() is None]:
+                del self._tables[k]
+        levels = frame_levels(audio, n, phase)
+        self.measured += 1
+        try:
+            seen = (weakref.ref(audio), levels)
+        except TypeError:  # an array type without weak references: not kept
+            return (lambda: audio), levels  # type: ignore[return-value]
+        self._tables[key] = seen
+        return seen
