@@ -41,6 +41,7 @@ from rig.core.uplink import Frame, Uplink, plan_prefill
 from rig.echo.path import EchoPath
 from rig.errors import DeadlineError, TransportError
 from rig.loopwatch import LoopWatch
+from rig.recordings.levels import SILENT_SRC
 from rig.recordings.sink import Publish, RolloutSink
 from rig.recordings.writer import RolloutRecorder
 from rig.sessionchores import Chores
@@ -310,7 +311,9 @@ class Session:
         plain = None if extra is not None else uplink.sent_plain(frame, t_sent)
         if plain is not None:  # most frames: one hand-off, no record objects (rig.recordings)
             barge_ins: list[tuple[int, int]] = []
-            self._plain_records(plain, frame.pcm, frame.clean, frame.seq, frame.deadline_ns, t_sent)
+            src = SILENT_SRC if frame.silent else None  # silence: its level from a table
+            pcm, clean, seq, deadline = frame.pcm, frame.clean, frame.seq, frame.deadline_ns
+            self._plain_records(plain, pcm, clean, seq, deadline, t_sent, src)
         else:
             records, barge_ins = uplink.sent(frame, t_sent, extra)
             self.sink.put_all(records)

@@ -20,6 +20,7 @@ from rig.core.director import Drain, Pause, Play, WaitOnset
 from rig.core.plan import UserPlan
 from rig.core.records import ChunkRecord
 from rig.core.uplink import Uplink
+from rig.recordings.levels import SILENCE
 from rig.recordings.lines import UP_LINE, chunk_line
 from rig.recordings.writer import RecordingWriter
 from rig.runs.metricsfile import run_alone
@@ -109,6 +110,9 @@ async def _run(
     # play; a hook changes the frames, and then each is measured
     tables = writer.frame_levels.measured
     assert (tables > 0) if plain and not conditions else tables == 0, tables
+    # and the silent frames between the plays, from the table of silence
+    silence = [ref() is SILENCE for ref, _ in writer.frame_levels._tables.values()]
+    assert any(silence) if plain and not conditions else not any(silence)
     return m, live
 
 

@@ -157,6 +157,7 @@ class Director:
         out = np.zeros(self.n, dtype=np.int16)
         marks: list[Mark] = []
         filled = 0
+        played = False  # a Play gave samples to this frame
         while filled < self.n and not self.done:
             step = self.steps[self.i]
             if self.pos == 0 and self.step_start_ns is None:
@@ -167,6 +168,7 @@ class Director:
                 if isinstance(step, Play):
                     self._start_play(step, filled, marks)
             took = self._advance(step, obs, out, filled, marks)
+            played = played or (took > 0 and isinstance(step, Play))
             filled += took
             self.sample += took
             if self._step_over(step, obs):
@@ -180,6 +182,7 @@ class Director:
             return None  # the script ended exactly at this frame's start, nothing to mark
         if filled < self.n:  # script ended mid-frame: pad with silence
             self.sample += self.n - filled
+        self.silent = not played
         return out, marks
 
     #: the shortcut below (tests turn it off to compare with the general path)
@@ -187,6 +190,9 @@ class Director:
     #: (the step's audio, the position) of the last view `_inside_play` gave: the writer
     #: looks its level up there (rig.recordings.levels) instead of measuring the frame
     view_at: tuple[Pcm16, int] | None = None
+    #: the last `next_frame` frame (not the shortcut's) is all silence: no Play in it (its
+    #: level is known without measuring: most frames between a run's turns)
+    silent = False
 
     def _inside_play(self, copy: bool = True) -> Pcm16 | None:
         """Most frames of a turn: the next `n` samples of a Play already under way that

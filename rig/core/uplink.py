@@ -82,6 +82,8 @@ class Frame:
     after: tuple[ControlRequest, ...] = field(default=())
     #: the director's frame before the hooks changed it (None: no hooks): user_clean.wav
     clean: Pcm16 | None = None
+    #: all silence as sent (no Play in it, no hooks): its level needs no measuring
+    silent: bool = False
 
 
 class Uplink:
@@ -127,8 +129,9 @@ class Uplink:
         clean = None
         if self.hooks:  # what the system hears: after the director, before the send
             pcm, clean = self._hooked(pcm, seq)
+        silent = self.director.silent and not self.hooks
         if not marks:  # most frames: no control requests to build
-            return Frame(seq, self.pacer.deadline_ns(seq), pcm, (), clean=clean)
+            return Frame(seq, self.pacer.deadline_ns(seq), pcm, (), clean=clean, silent=silent)
         before = [
             ControlRequest("turn_start", {"turn": m.data["turn"]})
             for m in marks
@@ -139,9 +142,8 @@ class Uplink:
             for m in marks
             if m.kind == "turn.end"
         ]
-        return Frame(
-            seq, self.pacer.deadline_ns(seq), pcm, tuple(marks), tuple(before), tuple(after), clean
-        )
+        deadline = self.pacer.deadline_ns(seq)
+        return Frame(seq, deadline, pcm, tuple(marks), tuple(before), tuple(after), clean, silent)
 
     def plain_pcm(self) -> Pcm16 | None:
         """The next frame's samples when it is a plain one, the director's shortcut inside a

@@ -95,7 +95,7 @@ class EchoPath:
         pcm = self.apply(frame.pcm, frame.seq * self.n)
         self._sink.put_all(self.take())
         self._last_ns = deadline_ns
-        return dataclasses.replace(frame, pcm=pcm)
+        return dataclasses.replace(frame, pcm=pcm, silent=False)  # echo may be in it now
 
     def tap(self, record: Record) -> None:
         """The sink's tap: played audio is heard; at the end (system.wav padded) the

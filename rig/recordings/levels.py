@@ -2,10 +2,11 @@
 
 Why: the writer thread writes every uplink frame's level into chunks.jsonl, 10 000 frames a
 second at 200 streams. Measured one frame at a time (`level_dbfs`: three numpy calls) that was
-the writer's largest single cost, 2-3 % of the rig's CPU per frame (docs/pacing.md, sixteenth
-pass on #32). A plain frame is a view of its turn's audio at a known position, and a run's
-repeats share those arrays: the levels of every frame of an array at one frame size and phase
-are measured once, in one pass, and each frame's level is an index.
+the writer's largest single cost: taking it out saved 2-6 % of the rig's CPU per frame at 200
+streams (docs/pacing.md, sixteenth pass on #32). A plain frame is a view of its turn's audio at
+a known position, and a run's repeats share those arrays: the levels of every frame of an array
+at one frame size and phase are measured once, in one pass, and each frame's level is an index.
+A frame of the script's silence between turns (`Frame.silent`) is looked up in `SILENCE`.
 
 Owned by the writer thread (no lock). Arrays are held weakly: a table goes with its audio, and
 a new array at a reused id is measured afresh.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import weakref
 from typing import Any
+
+import numpy as np
 
 from rig.audio.pcm import Pcm16, frame_levels, level_dbfs
 
@@ -57,3 +60,9 @@ class FrameLevels:
             return (lambda: audio), levels  # type: ignore[return-value]
         self._tables[key] = seen
         return seen
+
+
+#: where an all-silent uplink frame (`Frame.silent`) is a view of: its level from a table too
+SILENCE: Pcm16 = np.zeros(48_000, dtype=np.int16)  # 1 s at 48 kHz: any frame size in use
+SILENCE.flags.writeable = False
+SILENT_SRC: tuple[Pcm16, int] = (SILENCE, 0)

@@ -35,6 +35,20 @@ def test_play_and_pause_fill_frames_sample_exactly() -> None:
     assert ("turn.start", 160 + int(np.flatnonzero(np.abs(t) > 328)[0])) in kinds
 
 
+def test_a_frame_is_silent_exactly_when_no_play_gave_it_samples() -> None:
+    """`Director.silent` (the writer then skips measuring the frame's level)."""
+    t = tone(300, 0.05, RATE).pcm  # 800 samples = 2.5 frames
+    d = Director([Pause(0.03), Play(t, "a"), Drain(0.2, 0.2)], RATE, 320, 0)
+    d.fast_play = False  # every frame through the general path, which sets the flag
+    silent = []
+    while (f := d.next_frame(obs(d.timeline.time_of(d.sample)))) is not None:
+        silent.append(d.silent)
+        assert d.silent == (not f[0].any()), len(silent)
+    # 480 samples of pause: one silent frame, then a frame with the tone's start in it
+    assert silent[:5] == [True, False, False, False, True], silent
+    assert all(silent[5:]) and len(silent) > 8
+
+
 def test_wait_onset_starts_the_injection_at_the_exact_sample() -> None:
     inj = np.full(320, 5000, np.int16)
     d = Director([WaitOnset(0.5, timeout_s=10), Play(inj, "x", "interruption")], RATE, 320, 0)

@@ -1,5 +1,6 @@
 """The echo condition end to end: real time, loopback WebSocket, `rig sim` in a process."""
 
+import json
 import subprocess
 import sys
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from rig.audio.pcm import level_dbfs
 from tests.support.runone import run_turn_what
 from tests.support.simproc import start_sim, stop_sim
 
@@ -41,6 +43,17 @@ def test_self_interruption_is_found_exactly_when_the_sim_yields_to_its_echo(
     assert echo.size == sent.size and np.any(echo)
     dry = sent.astype(np.int32) - echo
     assert np.abs(dry[:8000]).max() < 2000  # the padding before the question: no echo in it
+    # each frame's level in chunks.jsonl is the level of what was sent, echo and all (a
+    # frame of silence from the script is not silent once echo is in it)
+    at, echoed = 0, 0
+    for line in (roll / "chunks.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        if c["dir"] == "up":
+            end = at + c["n_samples"]
+            assert c["level_dbfs"] == level_dbfs(sent[at:end]), (c, at)
+            echoed += not dry[at:end].any() and echo[at:end].any()  # silence + echo
+            at = end
+    assert at == sent.size and echoed > 0
 
 
 def test_a_delay_under_one_frame_is_refused_before_anything_streams(tmp_path) -> None:

@@ -1,11 +1,14 @@
 """The uplink frame hook: the playback track as heard, delayed, attenuated, through a room."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from rig.core.events import DownAudio
 from rig.core.listener import Listener
 from rig.core.records import SystemAudio, TrackAudio
+from rig.core.uplink import Frame
 from rig.echo.path import EchoPath
 from rig.echo.spec import EchoSpec
 from rig.errors import ConfigError
@@ -50,6 +53,27 @@ def test_audio_dropped_at_a_barge_in_is_never_echoed() -> None:
     _, echo = _frames(path, np.zeros(RATE, np.int16))
     loud = np.flatnonzero(echo)
     assert loud[0] == 640 and loud[-1] == RATE // 2 + 640 - 1  # 0.5 s played, 40 ms later
+
+
+def test_a_silent_frame_with_echo_in_it_is_not_silent_any_more() -> None:
+    """`Frame.silent` lets the writer skip measuring a frame's level: not once echo is in it."""
+
+    class Sink:  # the session's sink as the echo path uses it: playback goes to `played`
+        played: Any = None
+
+        def put_all(self, records: list[Any]) -> None:
+            for r in records:
+                self.played(r)
+
+    listener = Listener(0)
+    path = EchoPath(EchoSpec(erl_db=0, delay_ms=40), RATE, N)
+    sink = Sink()
+    path._sink, sink.played = sink, path.tap  # type: ignore[assignment]
+    listener.on_audio(DownAudio(np.full(RATE, 1000, np.int16), RATE, 0))
+    for k in range(5):
+        frame = Frame(k, k * 20_000_000, np.zeros(N, np.int16), (), silent=True)
+        out = path.on_frame(frame, listener, k * 20_000_000)
+        assert not out.silent and (k < 2 or out.pcm.any())  # echo from 40 ms on
 
 
 def test_a_room_spreads_the_echo_with_unit_energy(tmp_path) -> None:
