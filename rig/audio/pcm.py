@@ -31,9 +31,10 @@ def sum_squares(pcm: Pcm16) -> float:
     """The exact sum of squares of `pcm`, in float64 (exact while under 2**53: up to 2**23
     full-scale samples; int64 beyond). A frame of up to `GIL_HELD_MAX` samples (20 ms at
     16-24 kHz) is squared by element loops that keep the GIL: the writer thread measures
-    every uplink frame's level, and a dot product per frame dropped and retook the GIL each
-    time, a hand-off to the event loop thread and back (500-790 more voluntary switches of
-    the loop thread per second at 200 streams, 4 pairs; docs/pacing.md, twelfth pass on #32).
+    the level of every uplink frame it cannot look up (rig.recordings.levels), and a dot
+    product per frame dropped and retook the GIL each time, a hand-off to the event loop
+    thread and back (500-790 more voluntary switches of the loop thread per second at 200
+    streams, 4 pairs; docs/pacing.md, twelfth pass on #32).
     Longer arrays take one dot product (a fifth of the CPU of square-and-sum)."""
     if pcm.size <= GIL_HELD_MAX:
         y = pcm.astype(np.float64)
