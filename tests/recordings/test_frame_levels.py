@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rig.audio.pcm import SILENCE_DBFS, frame_levels, level_dbfs
-from rig.recordings.levels import FrameLevels
+from rig.recordings.levels import BLOCK_FRAMES, FrameLevels
 
 
 def _audio(n: int, scale: float, seed: int = 1) -> np.ndarray:
@@ -71,3 +71,17 @@ def test_new_audio_at_a_reused_id_gets_its_own_table() -> None:
         if id(y) == key:
             break
         del y
+
+
+def test_a_long_track_is_measured_a_block_at_a_time() -> None:
+    """Only the blocks frames came from, each in one pass (the writer never holds the GIL
+    for a whole long track), and the same floats on both sides of a block's edge."""
+    levels = FrameLevels()
+    n = 320
+    x = _audio(n * (3 * BLOCK_FRAMES + 10) + 5, 3000.0)
+    for k in (0, BLOCK_FRAMES - 1, BLOCK_FRAMES, 3 * BLOCK_FRAMES + 9):
+        assert levels.at(x, k * n, n) == level_dbfs(x[k * n : (k + 1) * n]), k
+    assert levels.measured == 3  # blocks 0, 1 and 3; never block 2
+    for k in range(BLOCK_FRAMES - 3, BLOCK_FRAMES + 3):
+        assert levels.at(x, k * n + 5, n) == level_dbfs(x[k * n + 5 : (k + 1) * n + 5])
+    assert levels.measured == 5  # phase 5: blocks 0 and 1
