@@ -153,6 +153,7 @@ class Director:
         if self.fast_play:
             fast = self._inside_play()
             if fast is not None:
+                self.silent = False  # a Play's samples (never a stale mark of an earlier frame)
                 return fast, []
         out = np.zeros(self.n, dtype=np.int16)
         marks: list[Mark] = []

@@ -62,11 +62,7 @@ class FrameLevels:
             for k in [k for k, (ref, _) in self._tables.items() if ref() is None]:
                 del self._tables[k]
         blocks: dict[int, list[float]] = {}
-        try:
-            seen = (weakref.ref(audio), blocks)
-        except TypeError:  # an array type without weak references: not kept
-            return (lambda: audio), blocks  # type: ignore[return-value]
-        self._tables[key] = seen
+        seen = self._tables[key] = (weakref.ref(audio), blocks)  # every ndarray takes one
         return seen
 
 
