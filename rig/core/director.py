@@ -194,6 +194,8 @@ class Director:
     #: the last `next_frame` frame (not the shortcut's) is all silence: no Play in it (its
     #: level is known without measuring: most frames between a run's turns)
     silent = False
+    #: the current Play's shortcut window (`_open_window`), None until one is opened
+    _window: tuple[int, Pcm16, Pcm16, int] | None = None
 
     def _inside_play(self, copy: bool = True) -> Pcm16 | None:
         """Most frames of a turn: the next `n` samples of a Play already under way that
@@ -201,27 +203,50 @@ class Director:
         loop per frame. None: take the general path. A copy, since frame hooks may change a
         frame in place; `copy=False` (no hooks: `Uplink.plain_pcm`) gives a read-only view of
         the step's samples instead: no malloc on the loop for the writer thread to free
-        (py-spy --native: a third of this method; docs/pacing.md, eleventh pass)."""
-        step = self.steps[self.i]
+        (py-spy --native: a third of this method; docs/pacing.md, eleventh pass).
+
+        The checks are made once per stretch, not per frame (`_open_window`): a frame is
+        the shortcut's while it ends at or before the window's limit."""
+        pos = self.pos
+        end = pos + self.n
+        w = self._window
+        if w is None or w[0] != self.i or end > w[3]:
+            w = self._open_window()
+            if w is None or end > w[3]:
+                return None
+        self.pos = end
+        self.sample += self.n
+        if copy:
+            return w[2][pos:end].copy()
+        self.view_at = (w[2], pos)
+        return w[1][pos:end]
+
+    def _open_window(self) -> tuple[int, Pcm16, Pcm16, int] | None:
+        """The current Play's window from `pos` on: (step index, a read-only view of its
+        audio, the audio, the last frame end the shortcut may reach: before the Play's last
+        sample, its speech bounds and its marks). A slice of the view is read-only without
+        setting a flag per frame. None: not a Play under way (or not int16 audio)."""
+        i = self.i
+        step = self.steps[i]
         if not isinstance(step, Play) or self.step_start_ns is None:
             return None
-        pcm, pos, n = step.pcm, self.pos, self.n
-        end = pos + n
-        if end >= len(pcm) or pcm.dtype != np.int16:
+        pcm, pos = step.pcm, self.pos
+        if pcm.dtype != np.int16:
             return None
-        b = self._bounds.get(self.i)
-        if b is not None and step.role == "turn" and (pos <= b[0] < end or pos <= b[1] < end):
-            return None
-        if step.marks and any(pos <= r.start < end for r in step.marks):
-            return None
-        self.pos = end
-        self.sample += n
-        if copy:
-            return pcm[pos:end].copy()
-        view = pcm[pos:end]
-        view.flags.writeable = False
-        self.view_at = (pcm, pos)
-        return view
+        limits = [len(pcm) - 1]
+        b = self._bounds.get(i)
+        if b is not None and step.role == "turn":
+            limits += [x for x in b if x >= pos]
+        limits += [r.start for r in step.marks if r.start >= pos]
+        old = self._window
+        if old is not None and old[0] == i:
+            view = old[1]
+        else:
+            view = pcm.view()
+            view.flags.writeable = False
+        w = (i, view, pcm, min(limits))
+        self._window = w
+        return w
 
     # --- steps ---------------------------------------------------------------------------
 

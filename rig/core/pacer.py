@@ -67,12 +67,16 @@ class Pacer:
         self.stalls = 0
         self.max_lateness_ns = 0
         self._stall_ns = int(config.stall_threshold_frames * config.frame_ns)
+        #: frame k is due k·_frame_num // _rate ns after t0 (the product made once: this
+        #: runs a few times per frame of every stream)
+        self._frame_num = config.frame_samples * NS_PER_S
+        self._rate = config.sample_rate
 
     def deadline_ns(self, seq: int) -> int:
         """Deadline of frame `seq`: exact sample arithmetic, floor to the ns."""
         if seq < self.fast_frames:
             return self.t_fast0_ns + round(seq * self.config.frame_ns / self.speed)
-        return self.t0_ns + (seq * self.config.frame_samples * NS_PER_S) // self.config.sample_rate
+        return self.t0_ns + (seq * self._frame_num) // self._rate
 
     def sample_ns(self, sample: int) -> int:
         """When sample position `sample` is due to go out: inside the fast prefill's frames

@@ -33,6 +33,8 @@ MAGIC = b"RPCM"
 HEADER = struct.Struct("<4sId")
 HEADER_BYTES = HEADER.size  # 16
 MAX_TEXT_BYTES = 1 << 20
+#: the dtype of a native int16 array where that is little-endian (None elsewhere)
+_LE_I16 = np.dtype(np.int16) if np.dtype(np.int16) == np.dtype("<i2") else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,8 @@ class AudioFrame:
 
 
 def encode_audio(pcm: Pcm16, seq: int, ts_ms: float | None, framing: str = "rig1") -> bytes:
-    body = np.asarray(pcm, dtype="<i2").tobytes()
+    # native int16 on a little-endian machine: its bytes as they are (no dtype per frame)
+    body = pcm.tobytes() if pcm.dtype is _LE_I16 else np.asarray(pcm, dtype="<i2").tobytes()
     if framing == "raw":
         return body
     return HEADER.pack(MAGIC, seq & 0xFFFFFFFF, math.nan if ts_ms is None else ts_ms) + body

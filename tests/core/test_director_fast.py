@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from rig.audio.source import tone
 from rig.core.director import Director, Observation, Pause, Play, Step, WaitQuiet
+from rig.core.refmarks import RefMark
 
 RATE = 16_000
 
@@ -29,7 +30,10 @@ def scripts(draw: st.DrawFn) -> list[Step]:
             lead = draw(st.integers(0, 400))  # silence before speech: bounds inside the turn
             pcm = np.concatenate([np.zeros(lead, np.int16), pcm])
             role = "interruption" if kind == "inject" else "turn"
-            steps.append(Play(pcm, f"s{k}", role))
+            # reference marks anywhere in the audio: the shortcut must stop at each
+            starts = draw(st.lists(st.integers(0, len(pcm) - 1), max_size=4))
+            marks = tuple(RefMark("m", x, label=f"m{j}") for j, x in enumerate(sorted(starts)))
+            steps.append(Play(pcm, f"s{k}", role, marks=marks))
     return steps
 
 
@@ -66,7 +70,7 @@ def test_the_plain_path_gets_a_read_only_view_and_hooks_a_copy() -> None:
     d = Director([Play(pcm, "t")], RATE, 320, 0)
     d.next_frame(Observation(0, False, None, None, 0))  # starts the step (general path)
     view = d._inside_play(copy=False)
-    assert view is not None and view.base is pcm and not view.flags.writeable
+    assert view is not None and np.shares_memory(view, pcm) and not view.flags.writeable
     assert np.array_equal(view, pcm[320:640])
     try:
         view[0] = 1
@@ -78,3 +82,26 @@ def test_the_plain_path_gets_a_read_only_view_and_hooks_a_copy() -> None:
     assert copy is not None and copy.base is None and copy.flags.writeable
     copy[:] = 0  # a hook changing its frame leaves the plan alone
     assert np.array_equal(pcm[640:960], tone(300, 1.0, RATE).pcm[640:960])
+
+
+def test_the_shortcut_stops_at_a_mark_and_takes_up_after_it() -> None:
+    """A reference mark inside a turn: the frame holding it takes the general path (its
+    mark), the frames before and after it the shortcut; the window is opened once per
+    stretch, not per frame."""
+    pcm = tone(300, 1.0, RATE).pcm
+    d = Director([Play(pcm, "t", marks=(RefMark("m", 3200 + 5),))], RATE, 320, 0)
+    obs = Observation(0, False, None, None, 0)
+    d.next_frame(obs)  # starts the step
+    taken = [d._inside_play(copy=False) is not None for _ in range(9)]
+    assert taken == [True] * 9 and d.pos == 3200
+    assert d._inside_play(copy=False) is None  # frame 3200..3520 holds the mark
+    frame = d.next_frame(obs)
+    assert frame is not None and [m.kind for m in frame[1]] == ["mark"]
+    window = d._window
+    assert d._inside_play(copy=False) is not None  # past the mark: a new window
+    assert d.view_at is not None and d.view_at[0] is pcm and d.view_at[1] == 3520
+    assert d._window is not window and d._window is not None
+    reopened = d._window
+    assert d._inside_play(copy=False) is not None and d._window is reopened
+    bounds = d._bounds[0]
+    assert bounds is not None and reopened[3] == min(bounds[1], len(pcm) - 1)
