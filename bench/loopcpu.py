@@ -1,0 +1,206 @@
+"""Thread CPU of the audio loop's pieces in a real run, where py-spy cannot see (docs/pacing.md).
+
+On uvloop most of the loop thread's samples land in `Runner.run` for py-spy (the loop is C,
+and much of what it calls back shows no Python frame), and `perf` sees the interpreter, not
+the functions. This runs `rig run` against `rig sim` in this process with chosen methods
+wrapped: each wrapped call adds the loop thread's CPU (`time.thread_time_ns`, exact on
+Linux) it took, over a window in the run's steady state; the thread's whole CPU over the
+same window is read from its own clock. A piece's figure includes what it calls, and the
+wrappers of what it calls: wrap few pieces at a time, nested ones only to split a parent.
+Each wrapper costs about two clock reads (printed as `wrapper us/call`, measured hot; cold
+in a run it costs more), so compare trees with the same pieces wrapped, not one piece
+across wrappings.
+
+    python bench/loopcpu.py --n 100 --pieces serve send plain sentpcm
+    python bench/loopcpu.py --n 100 --pieces timer serve recv probe path
+    PYTHONPATH=/tmp/other-tree python bench/loopcpu.py --n 100 --pieces serve   # A/B
+
+Per piece: calls in the window, µs of loop-thread CPU per uplink frame (the window's frames:
+the `serve` calls where it is wrapped, else N x frames per second x window) and per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+#: piece -> (module, class, method): the loop thread's per-frame and periodic work
+PIECES: dict[str, tuple[str, str, str]] = {
+    "timer": ("rig.clock.timer", "PreciseTimer", "_on_ready"),  # a wake: every due tick
+    "serve": ("rig.sessiontick", "Tick", "serve"),  # one stream's frame from the tick
+    "plain": ("rig.core.uplink", "Uplink", "plain_pcm"),  # the frame's samples
+    "observe": ("rig.core.listener", "Listener", "observe"),
+    "send": ("rig.sessionlink", "Link", "send_pcm_now"),  # encode, frame, socket write
+    "sentpcm": ("rig.session", "Session", "_sent_pcm"),  # lateness, records to the writer
+    "after": ("rig.sessiontick", "Tick", "_after"),  # playback release, next deadline
+    "recv": ("rig.transports.wsstamps", "ArrivalStamps", "data_received"),  # a socket read
+    "decode": ("rig.dialects.rawpcm", "RawPcmDialect", "decode"),
+    "onevent": ("rig.core.listener", "Listener", "on_event"),
+    "pong": ("rig.net.pathsample", "PathSampler", "pong"),
+    "probe": ("rig.sessionchores", "Chores", "_probe"),  # a clock probe written
+    "path": ("rig.sessionchores", "Chores", "_path"),  # TCP state read, a ping written
+}
+FRAMES_PER_S = 50  # 20 ms frames
+
+_tt = time.thread_time_ns
+
+
+class Pieces:
+    """Wrapped methods and what they took while `on`."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.acc: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        fn = getattr(owner, attr)
+        acc = self.acc
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.on:
+                return fn(*args, **kwargs)
+            t0 = _tt()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                entry = acc[name]
+                entry[0] += _tt() - t0
+                entry[1] += 1
+
+        setattr(owner, attr, timed)
+
+    def wrapper_us(self) -> float:
+        """One wrapped empty call, hot (the floor of what a wrapper adds)."""
+
+        class _Empty:
+            def m(self) -> None:
+                return None
+
+        self.wrap(_Empty, "m", "_cal")
+        self.on, e = True, _Empty()
+        for _ in range(20_000):
+            e.m()
+        self.on = False
+        ns, n = self.acc.pop("_cal")
+        return ns / n / 1e3
+
+
+def window(pieces: Pieces, warm_s: float, span_s: float, out: dict[str, Any]) -> None:
+    """Sample the main thread's CPU and the pieces over [warm_s, warm_s + span_s]."""
+    clock = time.pthread_getcpuclockid(threading.main_thread().ident or 0)
+    time.sleep(warm_s)
+    pieces.acc.clear()
+    t0, w0 = time.clock_gettime_ns(clock), time.monotonic_ns()
+    pieces.on = True
+    time.sleep(span_s)
+    pieces.on = False
+    out["loop_ns"] = time.clock_gettime_ns(clock) - t0
+    out["wall_ns"] = time.monotonic_ns() - w0
+    out["acc"] = {k: list(v) for k, v in pieces.acc.items()}
+    out["load"] = os.getloadavg()
+
+
+def tone_wav(path: str, seconds: float) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    from rig.audio.source import tone
+
+    x = np.concatenate([np.zeros(4800, np.int16), tone(300, seconds, 16_000).pcm])
+    sf.write(path, x, 16_000, subtype="PCM_16")
+
+
+def report(args: argparse.Namespace, res: dict[str, Any], cal_us: float, load0: Any) -> None:
+    acc = res.get("acc", {})
+    span_s = res["wall_ns"] / 1e9
+    frames = acc["serve"][1] if "serve" in acc else round(args.n * FRAMES_PER_S * span_s)
+    load = f"load {load0[0]:.2f} -> {res['load'][0]:.2f}"
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
+          f"Python {platform.python_version()}; {load}")  # fmt: skip
+    print(f"n={args.n} loop={args.loop}; window {span_s:.1f} s, {frames} uplink frames; "
+          f"wrapper {cal_us:.2f} us/call (hot)")  # fmt: skip
+    print(f"loop thread: {res['loop_ns'] / 1e3 / max(frames, 1):.1f} us/frame "
+          f"({100 * res['loop_ns'] / res['wall_ns']:.0f} % of a core)")  # fmt: skip
+    print("| piece | calls/s | us/frame | us/call |")
+    print("|---|---|---|---|")
+    for name, (ns, calls) in sorted(acc.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {name} | {calls / span_s:.0f} | {ns / 1e3 / max(frames, 1):.2f} | "
+              f"{ns / 1e3 / max(calls, 1):.2f} |")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=100, help="rollouts at once")
+    ap.add_argument("--pieces", nargs="*", default=["serve"], choices=sorted(PIECES))
+    ap.add_argument("--seconds", type=float, default=20.0, help="user turn per rollout")
+    ap.add_argument("--warm", type=float, default=8.0, help="s from the start to the window")
+    ap.add_argument("--window", type=float, default=6.0, help="s measured")
+    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
+    ap.add_argument("--port", type=int, default=8799)
+    ap.add_argument("--rt-priority", type=int, default=3)
+    args = ap.parse_args()
+    if args.warm + args.window > args.seconds:
+        ap.error("--warm + --window must fall inside --seconds")
+    pieces = Pieces()
+    for name in args.pieces:
+        module, cls, attr = PIECES[name]
+        pieces.wrap(getattr(importlib.import_module(module), cls), attr, name)
+    cal_us = pieces.wrapper_us()
+    load0 = os.getloadavg()
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "rig", "sim", "--port", str(args.port), "--loop", args.loop,
+         "--rt-priority", str(args.rt_priority)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    res: dict[str, Any] = {}
+    try:
+        time.sleep(2.0)
+        with tempfile.TemporaryDirectory(prefix="rig-loopcpu-") as tmp:
+            wav = os.path.join(tmp, "tone.wav")
+            tone_wav(wav, args.seconds)
+            watcher = threading.Thread(
+                target=window, args=(pieces, args.warm, args.window, res), daemon=True
+            )
+            watcher.start()
+            run(args, wav, tmp)
+            watcher.join()
+    finally:
+        sim.terminate()
+        sim.wait()
+    report(args, res, cal_us, load0)
+
+
+def run(args: argparse.Namespace, wav: str, out: str) -> None:
+    """`rig run` in this thread (the loop thread the window measures), output silenced."""
+    from rig.cli import main as rig_main
+
+    argv = ["run", wav, "--target", f"ws://127.0.0.1:{args.port}", "--out", out,
+            "--run-id", "loopcpu", "--headless", "--repeat", str(args.n),
+            "--concurrency", str(args.n), "--connect-concurrency", "16", "--workers", "1",
+            "--drain-quiet-s", "1", "--max-s", str(args.seconds + 30),
+            "--probe-interval-s", "0.5", "--rt-priority", str(args.rt_priority),
+            "--progress-interval-s", "0", "--loop", args.loop]  # fmt: skip
+    with open(os.devnull, "w") as null:
+        old_out, old_err = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = null
+        try:
+            code = rig_main(argv)
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err
+    if code not in (0, 3):  # 3: some rollouts flagged for the rig's own timing
+        raise SystemExit(f"rig run exited {code}")
+
+
+if __name__ == "__main__":
+    main()
