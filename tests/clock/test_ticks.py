@@ -125,3 +125,34 @@ async def test_a_stream_behind_is_served_once_per_wake_and_the_loop_runs_between
     assert len(calls) >= 30
     steps = [b - a for a, b in zip(between, between[1:], strict=False)]
     assert max(steps) <= 1  # never two frames of one stream in one wake
+
+
+async def test_the_timerfd_is_readable_only_at_a_deadline() -> None:
+    """A wake does not read the expiry count when it re-arms (re-arming resets it); a
+    wake that leaves nothing armed reads it. Either way the fd is not readable between
+    deadlines (a readable fd would wake the loop again and again) nor after the last."""
+    import select
+
+    timer = precise_timer()
+    assert timer is not None
+    fd = timer._fd
+    between: list[list[int]] = []
+    done = asyncio.Event()
+    t0 = time.monotonic_ns() + 5_000_000
+
+    def serve(deadline: int) -> int | None:
+        if deadline >= t0 + 3 * 50_000_000:
+            asyncio.get_running_loop().call_soon(done.set)
+            return None
+        # next deadline 50 ms on: right after this wake the fd must be quiet
+        asyncio.get_running_loop().call_soon(
+            lambda: between.append(select.select([fd], [], [], 0)[0])
+        )
+        return deadline + 50_000_000
+
+    assert MonotonicClock().call_at(t0, serve) is not None
+    async with asyncio.timeout(5):
+        await done.wait()
+    await asyncio.sleep(0.01)
+    assert between == [[], [], []]
+    assert select.select([fd], [], [], 0)[0] == []  # the last wake read it: quiet
