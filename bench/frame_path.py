@@ -8,7 +8,12 @@ queue is drained by nobody but this script, so the writer thread's own work is n
 the playback release. One process, one thread, a fake clock: the figures are CPU of the
 code, not of the machine's wake-ups, so two versions of the code compare within a few %.
 
-    python bench/frame_path.py [--streams 100] [--frames 300] [--repeat 5]
+`--path plain` times the tick's path for most frames instead (rig.sessiontick): the frame's
+samples from `Uplink.plain_pcm` (no `Frame`), the send as `WebSocketTransport.send_audio_now`
+makes it (`write_binary_now` straight to the transport), `Uplink.sent_plain_seq` and the
+one-tuple hand-off `RolloutSink.up_frame`.
+
+    python bench/frame_path.py [--streams 100] [--frames 300] [--repeat 5] [--path plain]
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from rig.core.uplink import Uplink
 from rig.dialects.rawpcm import RawPcmDialect
 from rig.recordings.sink import RolloutSink
 from rig.recordings.writer import RecordingWriter
-from rig.transports.wssend import can_write_now, write_now
+from rig.transports.wssend import can_write_now, write_binary_now, write_now
 
 RATE = 16_000
 FRAME = 320
@@ -86,8 +91,8 @@ def _connection() -> ClientConnection:
     return conn
 
 
-def measure(frames: int, streams: int) -> dict[str, float]:
-    return asyncio.run(_measure(frames, streams))
+def measure(frames: int, streams: int, path: str = "general") -> dict[str, float]:
+    return asyncio.run(_measure(frames, streams, path))
 
 
 class _Stream:
@@ -104,11 +109,13 @@ class _Stream:
         self.dialect = RawPcmDialect(RATE)
 
 
-async def _measure(frames: int, streams: int) -> dict[str, float]:
+async def _measure(frames: int, streams: int, path: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         writer = _Writer()
         writer.tmp = tmp
         group = [_Stream(frames, writer, k) for k in range(streams)]
+        if path == "plain":
+            return _serve_plain(group, frames, writer)
         return _serve(group, frames, writer)
 
 
@@ -148,19 +155,76 @@ def _serve(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, floa
     return out
 
 
+def _serve_plain(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, float]:
+    """`_serve` on the tick's plain path (`Tick.serve`, `Session._sent_pcm`); each stream's
+    first frame starts its Play on the general path, untimed."""
+    keys = ("observe", "plain_pcm", "send", "sent", "put")
+    parts: dict[str, float] = dict.fromkeys(keys, 0.0)
+    clock = time.perf_counter_ns
+    n = 0
+    for s in group:
+        uplink = s.uplink
+        frame = uplink.next_frame(s.listener.observe(s.pacer.deadline_ns(0)))
+        assert frame is not None
+        uplink.sent(frame, frame.deadline_ns + 100_000, None)
+    writer.drain()
+    for _ in range(frames):
+        for s in group:
+            uplink, listener, pacer = s.uplink, s.listener, s.pacer
+            seq = pacer.next_seq
+            deadline = pacer.deadline_ns(seq)
+            t0 = clock()
+            obs = listener.observe(deadline)
+            t1 = clock()
+            pcm = uplink.plain_pcm()
+            t2 = clock()
+            if pcm is None:
+                raise RuntimeError("a frame left the plain path (the script ended?)")
+            uplink.last_obs = obs
+            ws = s.ws
+            assert can_write_now(ws)
+            msgs = s.dialect.encode_audio(pcm, seq, deadline, deadline + 1)
+            if not (
+                len(msgs) == 1 and isinstance(msgs[0], bytes) and write_binary_now(ws, msgs[0])
+            ):
+                write_now(ws, msgs)
+            t3 = clock()
+            t_sent = deadline + 100_000
+            late, records = uplink.sent_plain_seq(seq, t_sent)
+            t4 = clock()
+            s.sink.up_frame(pcm, uplink.plain_clean, RATE, seq, t_sent, deadline, late,
+                            uplink.plain_src)  # fmt: skip
+            if records:
+                s.sink.put_all(records)
+            listener.release(t_sent)
+            t5 = clock()
+            parts["observe"] += t1 - t0
+            parts["plain_pcm"] += t2 - t1
+            parts["send"] += t3 - t2
+            parts["sent"] += t4 - t3
+            parts["put"] += t5 - t4
+            n += 1
+        writer.drain()
+    out = {k: v / n / 1e3 for k, v in parts.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=300, help="per stream")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--streams", type=int, default=100, help="served in turn (cold caches)")
     ap.add_argument("--json", help="write the runs here")
+    ap.add_argument("--path", choices=["general", "plain"], default="general",
+                    help="the general path (next_frame) or the tick's plain one")  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, Python "
           f"{platform.python_version()}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
-    runs = [measure(args.frames, args.streams) for _ in range(args.repeat)]
+    runs = [measure(args.frames, args.streams, args.path) for _ in range(args.repeat)]
     keys: list[str] = list(runs[0])
     med: Callable[[str], float] = lambda k: statistics.median(r[k] for r in runs)  # noqa: E731
-    print(f"µs per frame, median (min-max) of {args.repeat} runs, "
+    print(f"µs per frame ({args.path} path), median (min-max) of {args.repeat} runs, "
           f"{args.streams} streams x {args.frames} frames:")  # fmt: skip
     for k in keys:
         lo, hi = min(r[k] for r in runs), max(r[k] for r in runs)

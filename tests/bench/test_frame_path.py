@@ -20,6 +20,14 @@ def test_the_frame_path_serves_every_stream_and_times_each_piece() -> None:
     assert abs(got["total"] - sum(got[k] for k in parts)) < 1e-9
 
 
+def test_the_plain_path_serves_every_stream_without_a_frame_object() -> None:
+    got = frame_path.measure(frames=30, streams=3, path="plain")
+    parts = ("observe", "plain_pcm", "send", "sent", "put")
+    assert set(got) == {*parts, "total"}
+    assert all(got[k] > 0 for k in parts)
+    assert abs(got["total"] - sum(got[k] for k in parts)) < 1e-9
+
+
 @pytest.mark.realtime
 def test_the_receive_path_bench_reads_every_message_both_ways() -> None:
     out = subprocess.run(
