@@ -143,13 +143,20 @@ def _serve(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, floa
             s.sink.put_all(records)
             listener.release(deadline + 100_000)
             t5 = clock()
-            parts["observe"] += t1 - t0
-            parts["next_frame"] += t2 - t1
-            parts["send"] += t3 - t2
-            parts["sent"] += t4 - t3
-            parts["put"] += t5 - t4
+            _laps(parts, (t0, t1, t2, t3, t4, t5))
             n += 1
         writer.drain()
+    return _per_frame(parts, n)
+
+
+def _laps(parts: dict[str, float], stamps: tuple[int, ...]) -> None:
+    """Piece k of `parts` (in order) took stamps[k + 1] - stamps[k]."""
+    for key, t0, t1 in zip(parts, stamps, stamps[1:], strict=False):
+        parts[key] += t1 - t0
+
+
+def _per_frame(parts: dict[str, float], n: int) -> dict[str, float]:
+    """µs per frame of each piece over `n` frames, and their total."""
     out = {k: v / n / 1e3 for k, v in parts.items()}
     out["total"] = sum(out.values())
     return out
@@ -158,8 +165,7 @@ def _serve(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, floa
 def _serve_plain(group: list[_Stream], frames: int, writer: _Writer) -> dict[str, float]:
     """`_serve` on the tick's plain path (`Tick.serve`, `Session._sent_pcm`); each stream's
     first frame starts its Play on the general path, untimed."""
-    keys = ("observe", "plain_pcm", "send", "sent", "put")
-    parts: dict[str, float] = dict.fromkeys(keys, 0.0)
+    parts = dict.fromkeys(("observe", "plain_pcm", "send", "sent", "put"), 0.0)
     clock = time.perf_counter_ns
     n = 0
     for s in group:
@@ -198,16 +204,10 @@ def _serve_plain(group: list[_Stream], frames: int, writer: _Writer) -> dict[str
                 s.sink.put_all(records)
             listener.release(t_sent)
             t5 = clock()
-            parts["observe"] += t1 - t0
-            parts["plain_pcm"] += t2 - t1
-            parts["send"] += t3 - t2
-            parts["sent"] += t4 - t3
-            parts["put"] += t5 - t4
+            _laps(parts, (t0, t1, t2, t3, t4, t5))
             n += 1
         writer.drain()
-    out = {k: v / n / 1e3 for k, v in parts.items()}
-    out["total"] = sum(out.values())
-    return out
+    return _per_frame(parts, n)
 
 
 def main() -> None:
