@@ -14,6 +14,10 @@ across wrappings.
     python bench/loopcpu.py --n 100 --pieces serve send plain sentpcm
     python bench/loopcpu.py --n 100 --pieces timer serve recv probe path
     PYTHONPATH=/tmp/other-tree python bench/loopcpu.py --n 100 --pieces serve   # A/B
+    python bench/loopcpu.py --side sim --n 100 --pieces simread direct onaudio emit
+
+`--side sim` turns it round: `rig sim` runs in this process (its loop thread measured, with
+the SIM_PIECES wrapped) and `rig run` in its own; frames are the sim's input chunks then.
 
 Per piece: calls in the window, µs of loop-thread CPU per uplink frame (the window's frames:
 the `serve` calls where it is wrapped, else N x frames per second x window) and per call.
@@ -27,6 +31,7 @@ import functools
 import importlib
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +54,21 @@ PIECES: dict[str, tuple[str, str, str]] = {
     "pong": ("rig.net.pathsample", "PathSampler", "pong"),
     "probe": ("rig.sessionchores", "Chores", "_probe"),  # a clock probe written
     "path": ("rig.sessionchores", "Chores", "_path"),  # TCP state read, a ping written
+}
+#: the same for the reference system (`--side sim`): its per-input-chunk and per-reply work
+SIM_PIECES: dict[str, tuple[str, str, str]] = {
+    "simtimer": ("rig.clock.timer", "PreciseTimer", "_on_ready"),  # a wake of its tick
+    "simread": ("websockets.asyncio.connection", "Connection", "data_received"),  # a read
+    "wsparse": ("websockets.protocol", "Protocol", "receive_data"),  # frames parsed, unmasked
+    "direct": ("rig.sim.server", "_Session", "_direct"),  # one message: decode, handle
+    "simdecode": ("rig.sim.server", "_Session", "_decode"),
+    "arrived": ("rig.sim.server", "_Session", "_arrived"),  # truth record, the engine
+    "onaudio": ("rig.sim.engine", "SimEngine", "on_audio"),  # the model's chunk
+    "clean": ("rig.sim.selfecho", "OwnEchoCanceller", "clean"),  # its own echo removed
+    "text": ("rig.sim.server", "_Session", "_on_text"),  # a probe or ping answered
+    "emit": ("rig.sim.server", "_Session", "_emit_due"),  # reply chunks due
+    "sendlater": ("rig.sim.wsdown", "Downlink", "send_later"),  # a reply framed and written
+    "sent": ("rig.sim.server", "_Session", "_sent"),  # its truth record, echo reference
 }
 FRAMES_PER_S = 50  # 20 ms frames
 
@@ -124,11 +144,13 @@ def tone_wav(path: str, seconds: float) -> None:
 def report(args: argparse.Namespace, res: dict[str, Any], cal_us: float, load0: Any) -> None:
     acc = res.get("acc", {})
     span_s = res["wall_ns"] / 1e9
-    frames = acc["serve"][1] if "serve" in acc else round(args.n * FRAMES_PER_S * span_s)
+    counted = "serve" if args.side == "rig" else "onaudio"
+    frames = acc[counted][1] if counted in acc else round(args.n * FRAMES_PER_S * span_s)
     load = f"load {load0[0]:.2f} -> {res['load'][0]:.2f}"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpu, {platform.platform()}, "
           f"Python {platform.python_version()}; {load}")  # fmt: skip
-    print(f"n={args.n} loop={args.loop}; window {span_s:.1f} s, {frames} uplink frames; "
+    print(f"side={args.side} n={args.n} loop={args.loop}; window {span_s:.1f} s, "
+          f"{frames} uplink frames; "
           f"wrapper {cal_us:.2f} us/call (hot)")  # fmt: skip
     print(f"loop thread: {res['loop_ns'] / 1e3 / max(frames, 1):.1f} us/frame "
           f"({100 * res['loop_ns'] / res['wall_ns']:.0f} % of a core)")  # fmt: skip
@@ -142,7 +164,8 @@ def report(args: argparse.Namespace, res: dict[str, Any], cal_us: float, load0: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100, help="rollouts at once")
-    ap.add_argument("--pieces", nargs="*", default=["serve"], choices=sorted(PIECES))
+    ap.add_argument("--side", choices=["rig", "sim"], default="rig", help="measured process")
+    ap.add_argument("--pieces", nargs="*", default=[], choices=sorted(PIECES | SIM_PIECES))
     ap.add_argument("--seconds", type=float, default=20.0, help="user turn per rollout")
     ap.add_argument("--warm", type=float, default=8.0, help="s from the start to the window")
     ap.add_argument("--window", type=float, default=6.0, help="s measured")
@@ -152,45 +175,92 @@ def main() -> None:
     args = ap.parse_args()
     if args.warm + args.window > args.seconds:
         ap.error("--warm + --window must fall inside --seconds")
+    table = PIECES if args.side == "rig" else SIM_PIECES
+    if wrong := [name for name in args.pieces if name not in table]:
+        ap.error(f"not pieces of the {args.side} side: {', '.join(wrong)}")
     pieces = Pieces()
     for name in args.pieces:
-        module, cls, attr = PIECES[name]
+        module, cls, attr = table[name]
         pieces.wrap(getattr(importlib.import_module(module), cls), attr, name)
     cal_us = pieces.wrapper_us()
     load0 = os.getloadavg()
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "rig", "sim", "--port", str(args.port), "--loop", args.loop,
-         "--rt-priority", str(args.rt_priority)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
     res: dict[str, Any] = {}
-    try:
-        time.sleep(2.0)
-        with tempfile.TemporaryDirectory(prefix="rig-loopcpu-") as tmp:
-            wav = os.path.join(tmp, "tone.wav")
-            tone_wav(wav, args.seconds)
-            watcher = threading.Thread(
-                target=window, args=(pieces, args.warm, args.window, res), daemon=True
-            )
-            watcher.start()
-            run(args, wav, tmp)
-            watcher.join()
-    finally:
-        sim.terminate()
-        sim.wait()
+    with tempfile.TemporaryDirectory(prefix="rig-loopcpu-") as tmp:
+        wav = os.path.join(tmp, "tone.wav")
+        tone_wav(wav, args.seconds)
+        (measure_rig if args.side == "rig" else measure_sim)(args, pieces, wav, tmp, res)
     report(args, res, cal_us, load0)
 
 
-def run(args: argparse.Namespace, wav: str, out: str) -> None:
-    """`rig run` in this thread (the loop thread the window measures), output silenced."""
-    from rig.cli import main as rig_main
+def measure_rig(
+    args: argparse.Namespace, pieces: Pieces, wav: str, tmp: str, res: dict[str, Any]
+) -> None:
+    """`rig sim` in its own process, `rig run` in this thread (the loop thread measured)."""
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "rig", *sim_argv(args)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)
+        watcher = threading.Thread(
+            target=window, args=(pieces, args.warm, args.window, res), daemon=True
+        )
+        watcher.start()
+        in_this_thread(run_argv(args, wav, tmp), ok=(0, 3))  # 3: rollouts flagged
+        watcher.join()
+    finally:
+        sim.terminate()
+        sim.wait()
 
-    argv = ["run", wav, "--target", f"ws://127.0.0.1:{args.port}", "--out", out,
+
+def measure_sim(
+    args: argparse.Namespace, pieces: Pieces, wav: str, tmp: str, res: dict[str, Any]
+) -> None:
+    """`rig sim` in this thread (the loop thread measured), `rig run` in its own process,
+    started once the sim listens; the sim is stopped (SIGTERM, its own handler) after."""
+    failed: list[str] = []
+
+    def drive() -> None:
+        time.sleep(2.0)
+        watcher = threading.Thread(
+            target=window, args=(pieces, args.warm, args.window, res), daemon=True
+        )
+        watcher.start()
+        code = subprocess.call(
+            [sys.executable, "-m", "rig", *run_argv(args, wav, tmp)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        watcher.join()
+        if code not in (0, 3):
+            failed.append(f"rig run exited {code}")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    in_this_thread(sim_argv(args), ok=(0,))
+    driver.join()
+    if failed:
+        raise SystemExit(failed[0])
+
+
+def sim_argv(args: argparse.Namespace) -> list[str]:
+    return ["sim", "--port", str(args.port), "--loop", args.loop,
+            "--rt-priority", str(args.rt_priority)]  # fmt: skip
+
+
+def run_argv(args: argparse.Namespace, wav: str, out: str) -> list[str]:
+    return ["run", wav, "--target", f"ws://127.0.0.1:{args.port}", "--out", out,
             "--run-id", "loopcpu", "--headless", "--repeat", str(args.n),
             "--concurrency", str(args.n), "--connect-concurrency", "16", "--workers", "1",
             "--drain-quiet-s", "1", "--max-s", str(args.seconds + 30),
             "--probe-interval-s", "0.5", "--rt-priority", str(args.rt_priority),
             "--progress-interval-s", "0", "--loop", args.loop]  # fmt: skip
+
+
+def in_this_thread(argv: list[str], ok: tuple[int, ...]) -> None:
+    """A rig command in this thread (the loop thread the window measures), output silenced."""
+    from rig.cli import main as rig_main
+
     with open(os.devnull, "w") as null:
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = null
@@ -198,8 +268,8 @@ def run(args: argparse.Namespace, wav: str, out: str) -> None:
             code = rig_main(argv)
         finally:
             sys.stdout, sys.stderr = old_out, old_err
-    if code not in (0, 3):  # 3: some rollouts flagged for the rig's own timing
-        raise SystemExit(f"rig run exited {code}")
+    if code not in ok:
+        raise SystemExit(f"rig {argv[0]} exited {code}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 named piece is a real method (a rename in rig would otherwise leave the bench measuring
 nothing)."""
 
+import argparse
 import importlib
 import sys
 import time
@@ -13,7 +14,7 @@ import loopcpu  # noqa: E402
 
 
 def test_every_piece_names_a_method_of_rig() -> None:
-    for name, (module, cls, attr) in loopcpu.PIECES.items():
+    for name, (module, cls, attr) in (loopcpu.PIECES | loopcpu.SIM_PIECES).items():
         owner = getattr(importlib.import_module(module), cls)
         assert callable(getattr(owner, attr)), name
 
@@ -36,3 +37,14 @@ def test_a_wrapped_method_is_timed_only_while_on_and_keeps_its_result() -> None:
     ns, calls = pieces.acc["spin"]
     assert calls == 2 and 4e6 <= ns < 4e6 + 50e6
     assert pieces.wrapper_us() > 0 and "_cal" not in pieces.acc
+
+
+def test_the_sim_side_counts_its_frames_from_the_engine_s_chunks(capsys) -> None:
+    assert not set(loopcpu.PIECES) & set(loopcpu.SIM_PIECES)  # a name means one method
+    args = argparse.Namespace(side="sim", n=100, loop="uvloop")
+    res = {"wall_ns": 2_000_000_000, "loop_ns": 1_000_000_000, "load": (0.5, 0.5, 0.5),
+           "acc": {"onaudio": [4_000_000, 8000], "direct": [6_000_000, 9000]}}  # fmt: skip
+    loopcpu.report(args, res, 1.0, (0.4, 0.4, 0.4))
+    out = capsys.readouterr().out
+    assert "8000 uplink frames" in out and "125.0 us/frame" in out  # 1 s of CPU / 8000
+    assert "| direct | 4500 | 0.75 | 0.67 |" in out
