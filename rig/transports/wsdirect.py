@@ -14,6 +14,10 @@ websockets' assembler holds no frame (nothing read half or left unread), so no m
 overtake an earlier one; until then the caller reads the usual way. A callback that raises
 (a bad frame) ends the direct mode: `until_closed` raises that exception in the reader, as
 the awaited read would have.
+
+Whole simple frames at the start of a read are parsed here too, not by websockets' generator
+parser (rig.transports.wsframes): the same events, in the same order, through the same
+`process_event`, direct mode or not.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from websockets.frames import DATA_OPCODES, Frame, Opcode
 from websockets.protocol import Event
 
 from rig.errors import ProtocolError
+from rig.transports import wsframes
 from rig.transports.wsread import BufferedReads
 
 OnMessage = Callable[[str | bytes], None]
@@ -51,6 +56,17 @@ class DirectMessages:
     def direct(self) -> bool:
         """Are data messages handed over inside data_received now?"""
         return self._on_message is not None
+
+    def data_received(self, data: bytes) -> None:
+        protocol = self.protocol  # type: ignore[attr-defined]
+        if wsframes.can_take(protocol):
+            frames, used = wsframes.take_frames(protocol, data)
+            for frame in frames:
+                self.process_event(frame)
+            if used == len(data):
+                return
+            data = data[used:]  # from a frame boundary: websockets' parser takes it on
+        super().data_received(data)  # type: ignore[misc]
 
     def process_event(self, event: Event) -> None:
         handle = self._on_message

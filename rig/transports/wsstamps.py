@@ -24,7 +24,7 @@ from websockets.protocol import Side
 
 from rig.clock.base import Clock
 from rig.net.pathsample import PING_PREFIX
-from rig.transports import kstamp
+from rig.transports import kstamp, wsframes
 from rig.transports.wsdirect import DirectMessages
 from rig.transports.wsread import BufferedReads
 
@@ -165,16 +165,9 @@ class ArrivalStamps:
         super().data_received(data)  # type: ignore[misc]
 
     def _at_frame_boundary(self) -> bool:
-        """Is websockets' parser waiting for the first byte of a frame (innermost generator:
-        the reader's `at_eof`, which waits only on an empty buffer)? Any other shape of a
-        future websockets reads as False: no exact stamps, never wrong ones."""
-        gen = getattr(self.protocol, "parser", None)  # type: ignore[attr-defined]
-        while gen is not None:
-            sub = getattr(gen, "gi_yieldfrom", None)
-            if sub is None:
-                return getattr(gen, "__name__", "") == "at_eof"
-            gen = sub
-        return False
+        """Is websockets' parser waiting for the first byte of a frame? (any other shape of
+        a future websockets reads as False: no exact stamps, never wrong ones)"""
+        return wsframes.at_frame_boundary(self.protocol)  # type: ignore[attr-defined]
 
     def process_event(self, event: Any) -> None:
         left = self._rx_left
