@@ -225,8 +225,8 @@ class SimEngine:
             if mag is None or carried:
                 mag = np.abs(data[:used].astype(np.int32))
             mags = mag[:used].reshape(n_blocks, bs)
-            wide = data[:used].reshape(n_blocks, bs).astype(np.int64)
-            sums = np.einsum("ij,ij->i", wide, wide).tolist()  # exact: below 2**38
+            # exact: |x|**2 <= 2**30 fits int32, each block's sum (< 2**38) is made in int64
+            sums = np.multiply(mags, mags).sum(axis=1, dtype=np.int64).tolist()
             peaks = mags.max(axis=1).tolist()
             loud = -1  # the chunk's last loud block (its last loud sample is kept after it)
             loud_gate = 0.0
@@ -394,13 +394,13 @@ class SimEngine:
     # --- output -----------------------------------------------------------------------
 
     def next_due_ns(self) -> int | None:
-        head = self._queue[0].t_ns if self._queue else None
-        due = [x for x in (head, self._cancel_ns) if x is not None]
-        return min(due) if due else None
-
-    @property
-    def _cancel_ns(self) -> int | None:
-        return self._cancel.t_ns if self._cancel is not None else None
+        """The earliest of the next reply chunk and a delayed yield (asked per input chunk:
+        two comparisons, no list)."""
+        cancel = self._cancel
+        if not self._queue:
+            return None if cancel is None else cancel.t_ns
+        head = self._queue[0].t_ns
+        return head if cancel is None or head <= cancel.t_ns else cancel.t_ns
 
     def poll(self, now_ns: int) -> tuple[list[Emit], list[Truth]]:
         """Reply chunks due by `now_ns` (each keeps its own due time), and their truths."""

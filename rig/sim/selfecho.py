@@ -89,8 +89,9 @@ class _Tail:
     def view(self) -> F64:
         return self._buf[self._end - self.size : self._end]
 
-    def grow(self, n: int) -> F64:
-        """The next `n` samples, zeroed (the newest `keep` of them if more), to fill."""
+    def grow(self, n: int, *, zero: bool = True) -> F64:
+        """The next `n` samples, zeroed (the newest `keep` of them if more), to fill;
+        `zero` False leaves them as they were, for a caller that writes every one."""
         if n >= self.keep:
             self._end = self.size = self.keep
             self._buf[: self.keep] = 0.0
@@ -100,7 +101,8 @@ class _Tail:
             self._buf[:k] = self._buf[self._end - k : self._end]
             self._end = self.size = k
         new = self._buf[self._end : self._end + n]
-        new[:] = 0.0
+        if zero:
+            new[:] = 0.0
         self._end += n
         self.size = min(self.size + n, self.keep)
         return new
@@ -189,8 +191,12 @@ class OwnEchoCanceller:
         # the chunk's samples end where it starts on that line: what was said before it
         # arrived (a frame sent at its start carries audio the system has not said yet)
         end = self._abs(self._offset_ns) + s
-        x = pcm.astype(np.float64) / 32768.0
-        self._xh.grow(n)[:] = x[-self._keep :]
+        if n < self._keep:  # scaled straight into the history (a power of two: exact)
+            x = self._xh.grow(n, zero=False)
+            np.multiply(pcm, 1.0 / 32768.0, out=x)
+        else:
+            x = pcm.astype(np.float64) / 32768.0
+            self._xh.grow(n)[:] = x[-self._keep :]
         ref = self._rh.grow(n)
         if self._said_into(ref, end):
             if ref[-1] != 0.0:  # most chunks of a reply end in sound

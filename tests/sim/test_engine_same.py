@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from rig.sim.engine import SimConfig, SimEngine
+from rig.sim.engine import Emit, SimConfig, SimEngine, Truth
 from tests.sim.engine_v1 import SimEngine as Oracle
 
 RATE = 16_000
@@ -116,3 +116,16 @@ def test_the_same_truths_as_before_with_the_old_canceller_too(
     monkeypatch.setattr(engine_v1, "OwnEchoCanceller", selfecho_v1.OwnEchoCanceller)
     truths = _run(SimConfig(), 3, (320,), echo=echo)
     assert sum(t.event == "speech_start" for t in truths) >= 3
+
+
+@pytest.mark.parametrize("head", [None, 5, 7, 9])
+@pytest.mark.parametrize("cancel", [None, 5, 7, 9])
+def test_next_due_is_the_earliest_of_the_next_chunk_and_a_delayed_yield(
+    head: int | None, cancel: int | None
+) -> None:
+    eng, oracle = SimEngine(SimConfig()), Oracle(SimConfig())
+    for e in (eng, oracle):
+        e._queue = [] if head is None else [Emit(-1, head, np.zeros(4, np.int16), 1)]
+        e._cancel = None if cancel is None else Truth("reply_cancel", cancel, {})
+    due = [t for t in (head, cancel) if t is not None]
+    assert eng.next_due_ns() == oracle.next_due_ns() == (min(due) if due else None)
