@@ -36,6 +36,9 @@ except ImportError:  # pragma: no cover - websockets built without its C extensi
 _OPCODES = {1: Opcode.TEXT, 2: Opcode.BINARY, 10: Opcode.PONG}
 _PARSE = Protocol.parse.__code__
 _AT_EOF = StreamReader.at_eof.__code__
+#: the protocol state read here, as websockets 17 names it (one without these: all its way)
+_STATE = ("current_size", "max_message_size", "max_fragment_size", "extensions", "debug")
+SUPPORTED = all(hasattr(Protocol(Side.SERVER), name) for name in _STATE)
 
 
 def at_frame_boundary(protocol: Any) -> bool:
@@ -55,7 +58,8 @@ def at_frame_boundary(protocol: Any) -> bool:
 def can_take(protocol: Any) -> bool:
     """May whole frames at the start of the next read be parsed here (see the module)?"""
     return (
-        protocol.state is State.OPEN
+        SUPPORTED
+        and protocol.state is State.OPEN
         and not protocol.extensions
         and protocol.current_size is None
         and not protocol.debug

@@ -125,6 +125,14 @@ def test_the_same_events_replies_and_state_as_websockets_alone(side: Side, data:
     assert type(mine.parser_exc) is type(ref.parser_exc)
 
 
+def test_this_websockets_is_one_the_fast_path_knows(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert wsframes.SUPPORTED  # the tests above would pass by never taking a frame
+    p = Protocol(Side.SERVER)
+    assert wsframes.can_take(p)
+    monkeypatch.setattr(wsframes, "SUPPORTED", False)  # an older websockets: all its way
+    assert not wsframes.can_take(p)
+
+
 def test_whole_simple_frames_are_taken_and_the_rest_left_at_a_boundary() -> None:
     key = b"\x01\x02\x03\x04"
     audio = _wire(2, b"\x00\x01" * 330, fin=True, rsv=0, masked=True, key=key)  # 126 form
