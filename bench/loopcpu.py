@@ -165,7 +165,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100, help="rollouts at once")
     ap.add_argument("--side", choices=["rig", "sim"], default="rig", help="measured process")
-    ap.add_argument("--pieces", nargs="*", default=[], choices=sorted(PIECES | SIM_PIECES))
+    ap.add_argument(
+        "--pieces", nargs="*", choices=sorted(PIECES | SIM_PIECES),
+        help="wrapped methods (default: serve, or onaudio with --side sim: the frames)",
+    )  # fmt: skip
     ap.add_argument("--seconds", type=float, default=20.0, help="user turn per rollout")
     ap.add_argument("--warm", type=float, default=8.0, help="s from the start to the window")
     ap.add_argument("--window", type=float, default=6.0, help="s measured")
@@ -176,6 +179,8 @@ def main() -> None:
     if args.warm + args.window > args.seconds:
         ap.error("--warm + --window must fall inside --seconds")
     table = PIECES if args.side == "rig" else SIM_PIECES
+    if args.pieces is None:
+        args.pieces = ["serve" if args.side == "rig" else "onaudio"]
     if wrong := [name for name in args.pieces if name not in table]:
         ap.error(f"not pieces of the {args.side} side: {', '.join(wrong)}")
     pieces = Pieces()
@@ -202,10 +207,7 @@ def measure_rig(
     )  # fmt: skip
     try:
         time.sleep(2.0)
-        watcher = threading.Thread(
-            target=window, args=(pieces, args.warm, args.window, res), daemon=True
-        )
-        watcher.start()
+        watcher = start_window(args, pieces, res)
         in_this_thread(run_argv(args, wav, tmp), ok=(0, 3))  # 3: rollouts flagged
         watcher.join()
     finally:
@@ -222,10 +224,7 @@ def measure_sim(
 
     def drive() -> None:
         time.sleep(2.0)
-        watcher = threading.Thread(
-            target=window, args=(pieces, args.warm, args.window, res), daemon=True
-        )
-        watcher.start()
+        watcher = start_window(args, pieces, res)
         code = subprocess.call(
             [sys.executable, "-m", "rig", *run_argv(args, wav, tmp)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -241,6 +240,15 @@ def measure_sim(
     driver.join()
     if failed:
         raise SystemExit(failed[0])
+
+
+def start_window(args: argparse.Namespace, pieces: Pieces, res: dict[str, Any]) -> threading.Thread:
+    """The measuring window (`window`) in a thread of its own, from now."""
+    watcher = threading.Thread(
+        target=window, args=(pieces, args.warm, args.window, res), daemon=True
+    )
+    watcher.start()
+    return watcher
 
 
 def sim_argv(args: argparse.Namespace) -> list[str]:
