@@ -30,17 +30,20 @@ A chunk under the gate only extends the histories (linear buffers; the index of 
 nonzero reference sample says whether a reply is in the window). A loud one while a reply is
 there fits at the known lag: a fit that fails is told by the normal equations alone, their
 sums exact for these int16-derived signals, so the same decision in the same bits as the
-design matrix's (`_fit_segment`). When it fails the lag search runs, mostly three 8192-point
-FFTs. A search whose best lag explains under `QUIET_RHO` of the window (no echo: the user
-talking over the reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input
-samples while that window's part still carries half of the energy (`_can_wait`), as long as
-no echo was ever found: a failed chunk then passes as it came whatever lag it holds, so the
-output is what searching gave. Once an echo was found, the lag a search leaves steers the
+design matrix's (`_fit_segment`). When it fails the lag search runs, mostly three 4608-point
+FFTs (`_coarse`: as short as the lags need, rounded to the exact correlation). A search
+whose best lag explains under `QUIET_RHO` of the window (no echo: the user talking over the
+reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input samples while
+that window's part still carries half of the energy (`_can_wait`), as long as no echo was
+ever found: a failed chunk then passes as it came whatever lag it holds, so the output is
+what searching gave. Once an echo was found, the lag a search leaves steers the
 suppression of `_suppress_only`, so every such chunk searches as before; only the fit at a
 lag where the search saw no echo is skipped.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +76,9 @@ _EDGE_CLIP = np.minimum(_EDGE, TAPS - 2)
 #: more than this much of the terms' magnitude has failed whatever the rounding (the direct
 #: residual, as computed before, agrees to ~1e-14 of them)
 _ROUNDING = 1e-9
+#: the decimated signals are multiples of 2**-15, so their correlation is one of 2**-30 (and
+#: under 2**53 of them): an FFT's result rounded to that grid is the exact correlation
+_GRID = float(2**30)
 
 
 class _Tail:
@@ -337,12 +343,9 @@ class OwnEchoCanceller:
             return None, False
         xd, rd = _decimate(x), _decimate(r)
         wd, sd = xd.size, rd.size
-        size = 1 << int(np.ceil(np.log2(sd + wd)))
-        c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
-        # lag l (0 .. sd - wd) of the decimated signals: correlation c[(l - sd + wd) % size],
-        # the reference's energy over its blocks sd - wd - l .. sd - l
+        cl = _coarse(rd, xd)
+        # lag l (0 .. sd - wd): the reference's energy over its blocks sd - wd - l .. sd - l
         k = sd - wd
-        cl = np.concatenate((c[size - k :], c[:1]))
         cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
         e = cs[wd:][::-1] - cs[: k + 1][::-1]
         score = np.abs(cl) / np.sqrt(np.maximum(e, 1e-12))
@@ -387,6 +390,38 @@ def _fit_segment(seg: F64, x: F64, energy: float) -> tuple[F64, F64, float] | No
     res = x - a @ h
     erle = 10.0 * np.log10(energy / max(float(res @ res), 1e-20))
     return (res, a, float(erle)) if erle >= MIN_ERLE_DB else None
+
+
+def _coarse(rd: F64, xd: F64) -> F64:
+    """The correlation of `xd` with the blocks of `rd` it would meet at lags 0 .. sd - wd
+    (lag l: `rd[sd - wd - l :][: wd]`), exact. By an FFT no longer than `rd` (the lags
+    wanted are those no wrap-around reaches), rounded to the grid these signals' products
+    lie on, so no FFT's rounding picks among lags that tie (a periodic reply)."""
+    wd, sd = xd.size, rd.size
+    size = _fft_size(sd)
+    c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
+    k = sd - wd  # lag l is c[(l - k) % size]
+    cl = np.concatenate((c[size - k :], c[:1]))
+    out: F64 = np.rint(cl * _GRID) / _GRID
+    return out
+
+
+@functools.cache
+def _fft_size(n: int) -> int:
+    """The smallest 2**a 3**b 5**c >= n: an FFT length pocketfft does fast, as short as the
+    valid lags allow (the next power of two over reference plus window took twice as long)."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 def _decimate(x: F64) -> F64:

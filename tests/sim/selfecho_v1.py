@@ -1,6 +1,9 @@
 """The test oracle: rig.sim.selfecho as it was before its ring buffers and fit shortcuts
 (commit ba597e3), kept verbatim below this paragraph so tests/sim/test_selfecho_same.py can
-compare the two bit for bit. Not used by rig.
+compare the two bit for bit. Not used by rig. One change since: the lag search's coarse
+correlation is rounded to its exact value (multiples of 2**-30), as rig's now is. An FFT's
+rounding had picked among lags whose correlations tie exactly (a periodic reply), so the
+pick depended on the FFT's length; rig's search now takes a shorter one.
 
 The reference system's own echo canceller: what lets the default `rig sim` ignore its own
 reply when the rig feeds it back (rig run --echo), so that self-interruption has ground truth
@@ -204,6 +207,7 @@ class OwnEchoCanceller:
         wd, sd = xd.size, rd.size
         size = 1 << int(np.ceil(np.log2(sd + wd)))
         c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
+        c = np.rint(c * 2.0**30) / 2.0**30  # (added since ba597e3: see the docstring)
         lags_d = np.arange(0, sd - wd + 1)
         cs = np.cumsum(np.concatenate(([0.0], rd * rd)))
         starts = sd - wd - lags_d

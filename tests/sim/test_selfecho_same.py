@@ -219,3 +219,51 @@ def test_real_speech_talking_over_replies_the_same_output(
         b = old.clean(pcm, (pos + 320) * NS // RATE, hearable=hearable)
         assert np.array_equal(a, b), k
         assert new._gain2 == old._gain2, k
+
+
+def test_fft_lengths_are_short_and_fast() -> None:
+    from rig.sim.selfecho import _fft_size
+
+    for n in range(1, 20_000, 7):
+        size = _fft_size(n)
+        f = size
+        for p in (2, 3, 5):
+            while f % p == 0:
+                f //= p
+        assert f == 1 and size >= n
+        assert not any(_smooth(m) for m in range(n, size)), n  # the smallest
+
+
+def _smooth(m: int) -> bool:
+    for p in (2, 3, 5):
+        while m % p == 0:
+            m //= p
+    return m == 1
+
+
+@pytest.mark.parametrize("kind", ["full", "square", "noise", "tone"])
+def test_the_coarse_correlation_is_the_exact_one(kind: str) -> None:
+    """The search's FFT correlation, rounded to its grid, against integer arithmetic, at
+    full scale (the largest rounding an FFT makes here) and the search's own lengths (the
+    history's end, and shorter ones early in a reply): the search no longer depends on
+    which FFT length, or which FFT, computed it."""
+    from rig.sim.selfecho import DECIMATE, WINDOW, _coarse, _decimate
+
+    rng = np.random.default_rng(len(kind))
+    for n_r in (RATE + WINDOW, 2 * WINDOW + 4 * 37, WINDOW + 16):
+        n = n_r + WINDOW
+        if kind == "full":
+            s = np.where(rng.random(n) < 0.5, -32768, 32767)
+        elif kind == "square":
+            s = np.where((np.arange(n) // 37) % 2 == 0, -32768, 32767)
+        elif kind == "noise":
+            s = np.clip(rng.standard_normal(n) * 12000, -32768, 32767)
+        else:
+            s = np.sin(2 * np.pi * 440 * np.arange(n) / RATE) * 32767
+        s = np.rint(s).astype(np.int64)
+        x_i, r_i = s[-WINDOW:], s[:n_r]
+        xd_i, rd_i = x_i.reshape(-1, DECIMATE).sum(1), r_i.reshape(-1, DECIMATE).sum(1)
+        exact = np.correlate(rd_i, xd_i, "valid")  # [j]: rd_i[j:] against xd_i, integers
+        got = _coarse(_decimate(r_i / 32768), _decimate(x_i / 32768))
+        units = got[::-1] * 2.0**30  # lag l is exact[sd - wd - l]
+        assert np.array_equal(units, np.rint(units)) and np.array_equal(units, exact), n_r
