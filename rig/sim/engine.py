@@ -196,6 +196,8 @@ class SimEngine:
         self._recent_peak: deque[float] = deque(maxlen=100 // BLOCK_MS)
         self.own_echo = None if cfg.self_echo_sensitive else OwnEchoCanceller(cfg.sample_rate)
         self._gate_now = self._thresh  # the gate of the last input block (a loudness pre-check)
+        margin = cfg.noise_floor_margin_db
+        self._floor_gain = None if margin is None else 10 ** (margin / 20)
 
     # --- input ------------------------------------------------------------------------
 
@@ -293,25 +295,32 @@ class SimEngine:
     def _gate_of(self, sq: int, peak: int, n: int) -> float:
         """The energy gate for a block of `n` samples with this sum of squares and peak:
         fixed, or above the tracked noise floor."""
-        margin = self.cfg.noise_floor_margin_db
-        if margin is None:
+        gain = self._floor_gain
+        if gain is None:
             return self._thresh
         ms = sq / max(1, n)
-        self._recent_ms.append(ms)
-        self._recent_peak.append(float(peak))
+        recent, peaks = self._recent_ms, self._recent_peak
+        recent.append(ms)
+        peaks.append(float(peak))
         # only noise-like stretches can be the floor: the last 100 ms peak at least
         # NOISE_CREST times their RMS. A steady tone (crest sqrt 2) never raises the gate,
         # so a long tone turn stays one turn (it counts as silence here)
-        rms = math.sqrt(sum(self._recent_ms) / len(self._recent_ms))
-        noisy = rms > 0 and max(self._recent_peak) >= NOISE_CREST * rms
-        floors, v = self._block_ms, ms if noisy else 0.0
+        rms = math.sqrt(sum(recent) / len(recent))
+        floors = self._block_ms
         if len(floors) == floors.maxlen and floors[0] == 0.0:
             self._floor_zeros -= 1
-        floors.append(v)
-        self._floor_zeros += v == 0.0
-        # a mean square is never below 0: with a zero in the second, no need to look further
-        low = 0.0 if self._floor_zeros else min(floors)
-        return max(self._thresh, math.sqrt(low) * 10 ** (margin / 20))
+        if rms > 0 and max(peaks) >= NOISE_CREST * rms:
+            floors.append(ms)
+            if ms == 0.0:
+                self._floor_zeros += 1
+        else:
+            floors.append(0.0)
+            self._floor_zeros += 1
+        # a mean square is never below 0: with a zero in the second, the floor is 0 and the
+        # gate the fixed one (the threshold is above 0)
+        if self._floor_zeros:
+            return self._thresh
+        return max(self._thresh, math.sqrt(min(floors)) * gain)
 
     def _ms(self, sample: int) -> float:
         return round(sample * 1000 / self.cfg.sample_rate, 3)
