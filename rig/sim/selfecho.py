@@ -36,7 +36,8 @@ whose best lag explains under `QUIET_RHO` of the window (no echo: the user talki
 reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input samples while
 that window's part still carries half of the energy (`_can_wait`), as long as no echo was
 ever found: a failed chunk then passes as it came whatever lag it holds, so the output is
-what searching gave. Once an echo was found, the lag a search leaves steers the
+what searching gave. For the same reason, while no echo was ever found, a chunk searches
+before it fits at the last lag, and skips that fit when the search sees no echo. Once an echo was found, the lag a search leaves steers the
 suppression of `_suppress_only`, so every such chunk searches as before; only the fit at a
 lag where the search saw no echo is skipped.
 """
@@ -268,9 +269,22 @@ class OwnEchoCanceller:
             # whatever the lag: the search can wait
             self.removed_db = None
             return None
+        found: tuple[int | None, bool] | None = None
+        if self._gain2 is None and self.lag is not None:
+            # no echo ever found: search first. Where no lag explains QUIET_RHO of the
+            # window, no fit can pass, not even at the last lag (what `_can_wait` relies on
+            # too), so the fit there, which failed before this same search, is skipped;
+            # otherwise all goes as before, with this search's result
+            found = self._search()
+            lag, seen = found
+            if lag is not None and not seen:
+                if lag != self.lag:
+                    self.lag = lag
+                    self.removed_db = None
+                return None
         for search in (False, True):
             if search or self.lag is None:
-                lag, seen = self._search()
+                lag, seen = self._search() if found is None else found
                 if lag is None or (search and lag == self.lag):  # the fit there just failed
                     return None
                 self.lag = lag
