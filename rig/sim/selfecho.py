@@ -37,9 +37,10 @@ reply) is not repeated, nor any fit tried, for the next `QUIET_SPAN` input sampl
 that window's part still carries half of the energy (`_can_wait`), as long as no echo was
 ever found: a failed chunk then passes as it came whatever lag it holds, so the output is
 what searching gave. For the same reason, while no echo was ever found, a chunk searches
-before it fits at the last lag, and skips that fit when the search sees no echo. Once an echo was found, the lag a search leaves steers the
-suppression of `_suppress_only`, so every such chunk searches as before; only the fit at a
-lag where the search saw no echo is skipped.
+before it fits at the last lag, and skips that fit when the search sees no echo. Once an
+echo was found, the lag a search leaves steers the suppression of `_suppress_only`, so
+every such chunk searches as before; only the fit at a lag where the search saw no echo is
+skipped.
 """
 
 from __future__ import annotations
