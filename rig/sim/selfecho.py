@@ -83,26 +83,34 @@ _ROUNDING = 1e-9
 _GRID = float(2**30)
 
 
+def _f(a: Pcm16) -> F64:
+    """int16 samples as the floats the fits work on (k / 32768: exact)."""
+    out: F64 = np.multiply(a, 1.0 / 32768.0, dtype=np.float64)
+    return out
+
+
 class _Tail:
     """The last `keep` samples of a stream, in a buffer twice that long: a chunk is written
     in place and the tail moves to the front once per `keep` samples (a concatenation per
-    chunk copied the whole 2-second history every 20 ms)."""
+    chunk copied the whole 2-second history every 20 ms). Kept as int16, as the samples
+    came: a quarter of the memory a float history moved for every chunk of 200 streams,
+    while only the rare fit or search reads it (as floats, `_f`: the same values)."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self._buf = np.zeros(2 * keep)
+        self._buf = np.zeros(2 * keep, np.int16)
         self._end = 0
         self.size = 0
 
-    def view(self) -> F64:
+    def view(self) -> Pcm16:
         return self._buf[self._end - self.size : self._end]
 
-    def grow(self, n: int, *, zero: bool = True) -> F64:
+    def grow(self, n: int, *, zero: bool = True) -> Pcm16:
         """The next `n` samples, zeroed (the newest `keep` of them if more), to fill;
         `zero` False leaves them as they were, for a caller that writes every one."""
         if n >= self.keep:
             self._end = self.size = self.keep
-            self._buf[: self.keep] = 0.0
+            self._buf[: self.keep] = 0
             return self._buf[: self.keep]
         if self._end + n > self._buf.size:
             k = min(self.size, self.keep - n)
@@ -110,7 +118,7 @@ class _Tail:
             self._end = self.size = k
         new = self._buf[self._end : self._end + n]
         if zero:
-            new[:] = 0.0
+            new[:] = 0
         self._end += n
         self.size = min(self.size + n, self.keep)
         return new
@@ -121,7 +129,7 @@ class OwnEchoCanceller:
         self.rate = sample_rate
         self.max_lag = int(max_lag_s * sample_rate)
         self._keep = self.max_lag + WINDOW + TAPS + 8 * sample_rate // 10
-        self._out = np.zeros(self._keep + sample_rate)  # ring of what was said, by sample
+        self._out = np.zeros(self._keep + sample_rate, np.int16)  # what was said, by sample
         self._out_end: int | None = None  # absolute sample one past the last said
         self._xh = _Tail(self._keep)  # input history
         self._rh = _Tail(self._keep)  # the reference of the same instants
@@ -134,11 +142,11 @@ class OwnEchoCanceller:
         self.removed_db: float | None = None  # the last fit's echo return loss enhancement
 
     @property
-    def _x(self) -> F64:
+    def _x(self) -> Pcm16:
         return self._xh.view()
 
     @property
-    def _r(self) -> F64:
+    def _r(self) -> Pcm16:
         return self._rh.view()
 
     def _abs(self, t_ns: int) -> int:
@@ -149,13 +157,13 @@ class OwnEchoCanceller:
         start = self._abs(t_ns)
         if self._out_end is not None:
             if start > self._out_end:
-                self._ring_put(self._out_end, np.zeros(min(start - self._out_end, self._keep)))
+                gap = np.zeros(min(start - self._out_end, self._keep), np.int16)
+                self._ring_put(self._out_end, gap)
             start = max(start, self._out_end)
-        x = pcm.astype(np.float64) / 32768.0
-        self._ring_put(start, x)
-        self._out_end = start + x.size
+        self._ring_put(start, pcm)
+        self._out_end = start + pcm.size
 
-    def _ring_put(self, start: int, x: F64) -> None:
+    def _ring_put(self, start: int, x: Pcm16) -> None:
         """Sample `start + i` to slot `(start + i) % size`: one or two slices (a chunk longer
         than the ring keeps its end, as the later writes of an index array did)."""
         size = self._out.size
@@ -166,7 +174,7 @@ class OwnEchoCanceller:
         self._out[i : i + k] = x[:k]
         self._out[: x.size - k] = x[k:]
 
-    def _said_into(self, dst: F64, b: int) -> bool:
+    def _said_into(self, dst: Pcm16, b: int) -> bool:
         """What was said at absolute samples [b - dst.size, b) into `dst` (zeros: nothing);
         False if none of it is in the ring."""
         if self._out_end is None:
@@ -199,15 +207,13 @@ class OwnEchoCanceller:
         # the chunk's samples end where it starts on that line: what was said before it
         # arrived (a frame sent at its start carries audio the system has not said yet)
         end = self._abs(self._offset_ns) + s
-        if n < self._keep:  # scaled straight into the history (a power of two: exact)
-            x = self._xh.grow(n, zero=False)
-            np.multiply(pcm, 1.0 / 32768.0, out=x)
+        if n < self._keep:
+            self._xh.grow(n, zero=False)[:] = pcm
         else:
-            x = pcm.astype(np.float64) / 32768.0
-            self._xh.grow(n)[:] = x[-self._keep :]
+            self._xh.grow(n)[:] = pcm[-self._keep :]
         ref = self._rh.grow(n)
         if self._said_into(ref, end):
-            if ref[-1] != 0.0:  # most chunks of a reply end in sound
+            if ref[-1] != 0:  # most chunks of a reply end in sound
                 self._ref_last = self._received - 1
             elif (nz := np.flatnonzero(ref)).size:
                 self._ref_last = self._received - ref.size + int(nz[-1])
@@ -216,7 +222,7 @@ class OwnEchoCanceller:
             return pcm
         fit = self._fit(n)
         if fit is None:
-            return self._suppress_only(pcm, x)
+            return self._suppress_only(pcm, _f(pcm))
         y, est = fit
         # residual echo suppression: a 10 ms block whose residual is SUPPRESS_DB below the
         # echo it explains is echo that the fit missed (a gap edge of the playback moved by
@@ -251,7 +257,7 @@ class OwnEchoCanceller:
                 continue
             # the loudest b samples said around the lag: a moving sum of squares, by a
             # cumulative sum (exact for these signals: the bits a convolution gave)
-            seg = ref[lo:hi]
+            seg = _f(ref[lo:hi])
             best = 0.0
             if seg.size >= b:
                 cs = np.cumsum(seg**2)
@@ -261,7 +267,7 @@ class OwnEchoCanceller:
         return np.asarray(np.clip(np.rint(y * 32768.0), -32768, 32767), dtype=np.int16)
 
     def _fit(self, n: int) -> tuple[F64, F64] | None:
-        x = self._x[-WINDOW:]
+        x = _f(self._x[-WINDOW:])
         energy = float(x @ x)
         if energy <= 1e-12:
             return None
@@ -322,9 +328,9 @@ class OwnEchoCanceller:
         hist = self._x
         if not 0 < a <= QUIET_SPAN or hist.size < WINDOW + a:
             return False
-        shared = hist[-WINDOW:-a]
+        shared = _f(hist[-WINDOW:-a])
         kept = float(shared @ shared)
-        new, dropped = hist[-a:], hist[-WINDOW - a : -WINDOW]
+        new, dropped = _f(hist[-a:]), _f(hist[-WINDOW - a : -WINDOW])
         return float(new @ new) <= kept and float(dropped @ dropped) <= kept
 
     def _fit_at(self, lag: int, x: F64, energy: float) -> tuple[F64, F64, float] | None:
@@ -337,7 +343,7 @@ class OwnEchoCanceller:
         need = w + TAPS - 1
         ref = self._r
         hi = max(0, ref.size - d0)
-        seg = ref[max(0, hi - need) : hi]
+        seg = _f(ref[max(0, hi - need) : hi])
         if seg.size < need:
             seg = np.concatenate((np.zeros(need - seg.size), seg))
         return seg
@@ -349,13 +355,12 @@ class OwnEchoCanceller:
         then exact at full rate around the coarse peak. Sums of squares and products of
         these signals are exact, so strided adds, slices and `np.correlate` give the bits
         the reshapes, index arrays and per-lag dot products did."""
-        x = self._x[-WINDOW:]
         ref = self._r
         span = min(self.max_lag + WINDOW, ref.size)
         span -= span % DECIMATE
-        r = ref[ref.size - span :]
         if span - WINDOW < TAPS // 2:
             return None, False
+        x, r = _f(self._x[-WINDOW:]), _f(ref[ref.size - span :])
         xd, rd = _decimate(x), _decimate(r)
         wd, sd = xd.size, rd.size
         cl = _coarse(rd, xd)

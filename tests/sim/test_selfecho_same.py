@@ -41,7 +41,7 @@ class _Counted(OwnEchoCanceller):
         found = super()._search()
         if self._gain2 is None and self.lag is not None and found[0] is not None:
             if not found[1]:  # `_fit` skips the fit at the last lag: it must fail
-                x = self._x[-selfecho.WINDOW :]
+                x = self._x[-selfecho.WINDOW :] / 32768.0
                 assert self._fit_at(self.lag, x, float(x @ x)) is None
                 self.skipped_fits += 1
         return found
