@@ -26,7 +26,7 @@ gate; a room longer than `TAPS` samples leaves its reverberant tail, which a lou
 can still push over the gate.
 
 Cost, per 20 ms chunk (bench/sim_chunk.py; a fleet of 200 streams runs it in one process).
-A chunk under the gate only extends the histories (linear buffers; the index of the last
+A chunk under the gate only extends the histories (linear int16 buffers; the index of the last
 nonzero reference sample says whether a reply is in the window). A loud one while a reply is
 there fits at the known lag: a fit that fails is told by the normal equations alone, their
 sums exact for these int16-derived signals, so the same decision in the same bits as the
