@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from rig.audio.fftlen import fast_len
 from rig.errors import DeviceError
 
 Float64 = npt.NDArray[np.float64]
@@ -119,29 +120,13 @@ def probe_train(probe: Float64, repeats: int, gap_frames: int) -> tuple[Float64,
     return train, starts
 
 
-def _fast_len(n: int) -> int:
-    """The smallest 5-smooth number >= n (2^a 3^b 5^c): a length numpy's FFT does quickly."""
-    best = 1 << max(0, (n - 1).bit_length())
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            m = p35
-            while m < n:
-                m *= 2
-            best = min(best, m)
-            p35 *= 3
-        p5 *= 5
-    return best
-
-
 def correlate_valid(x: Float64, y: Float64) -> Float64:
     """Cross-correlation c[k] = sum_n x[n + k] * y[n] for every lag where y lies wholly
     inside x (len(x) - len(y) + 1 lags), by FFT: what scipy's `correlate(x, y, "valid")` gives."""
     if len(y) > len(x) or len(y) == 0:
         raise ValueError("y must be non-empty and no longer than x")
     n_full = len(x) + len(y) - 1
-    n_fft = _fast_len(n_full)
+    n_fft = fast_len(n_full)
     spec = np.fft.rfft(x, n_fft) * np.fft.rfft(y[::-1], n_fft)
     full = np.fft.irfft(spec, n_fft)[:n_full]
     return np.asarray(full[len(y) - 1 : len(x)], dtype=np.float64)

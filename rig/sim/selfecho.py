@@ -45,11 +45,10 @@ skipped.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import numpy.typing as npt
 
+from rig.audio.fftlen import fast_len
 from rig.audio.pcm import Pcm16
 from rig.clock.base import NS_PER_S
 
@@ -418,30 +417,12 @@ def _coarse(rd: F64, xd: F64) -> F64:
     wanted are those no wrap-around reaches), rounded to the grid these signals' products
     lie on, so no FFT's rounding picks among lags that tie (a periodic reply)."""
     wd, sd = xd.size, rd.size
-    size = _fft_size(sd)
+    size = fast_len(sd)  # as short as the valid lags allow
     c = np.fft.irfft(np.fft.rfft(rd, size).conj() * np.fft.rfft(xd, size), size)
     k = sd - wd  # lag l is c[(l - k) % size]
     cl = np.concatenate((c[size - k :], c[:1]))
     out: F64 = np.rint(cl * _GRID) / _GRID
     return out
-
-
-@functools.cache
-def _fft_size(n: int) -> int:
-    """The smallest 2**a 3**b 5**c >= n: an FFT length pocketfft does fast, as short as the
-    valid lags allow (the next power of two over reference plus window took twice as long)."""
-    best = 1 << max(0, (n - 1).bit_length())
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            m = p35
-            while m < n:
-                m *= 2
-            best = min(best, m)
-            p35 *= 3
-        p5 *= 5
-    return best
 
 
 def _decimate(x: F64) -> F64:

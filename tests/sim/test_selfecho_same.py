@@ -233,10 +233,10 @@ def test_real_speech_talking_over_replies_the_same_output(
 
 
 def test_fft_lengths_are_short_and_fast() -> None:
-    from rig.sim.selfecho import _fft_size
+    from rig.audio.fftlen import fast_len
 
     for n in range(1, 20_000, 7):
-        size = _fft_size(n)
+        size = fast_len(n)
         f = size
         for p in (2, 3, 5):
             while f % p == 0:
