@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
+from rig.rtbudget import rt_budget
+
 T = TypeVar("T")
 
 SWITCH_INTERVAL_S = 0.001
@@ -112,6 +114,8 @@ def scheduling(priority: int) -> Iterator[dict[str, Any]]:
             "priority": prio,
             "requested_priority": priority,
             "helper_priority": helper if helper > 0 else None,
+            # the kernel may stop every real-time thread for the rest of a period
+            "rt_budget": rt_budget(),
         }
     finally:
         _HELPERS.exit()

@@ -26,7 +26,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("rig", "rig.errors"),  # `rig`: the package root alone (re-exports; __version__)
     # secrets, untrusted JSON, ranges, ids, shard assignment, the status table
     ("rig.redact", "rig.safejson", "rig.limits", "rig.ids", "rig.shard", "rig.aio", "rig.status"),
-    ("rig.procread",),  # a /proc file read keeping the GIL (the loop thread's own samples)
+    # a /proc file read keeping the GIL (the loop thread's own samples); the kernel's
+    # real-time budget
+    ("rig.procread", "rig.rtbudget"),
     ("rig.audio", "rig.extras"),  # PCM helpers and sources; the table of optional extras
     ("rig.core",),  # sans-I/O conversation model: events, pacer, director, listener, ...
     # runtime clocks, peer-clock fits, wire; input conditions (level, noise, line); the echo

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from rig import realtime
+from rig.rtbudget import rt_budget
 
 needs_fifo = pytest.mark.skipif(
     not hasattr(os, "sched_setscheduler") or os.geteuid() != 0,
@@ -57,7 +58,8 @@ def test_fifo_for_the_loop_helper_priority_for_other_threads_and_restored() -> N
     assert t.native_id is not None
     with realtime.scheduling(3) as got:
         assert got == {"policy": "SCHED_FIFO", "priority": 3, "requested_priority": 3,
-                       "helper_priority": realtime.HELPER_PRIORITY}  # fmt: skip
+                       "helper_priority": realtime.HELPER_PRIORITY,
+                       "rt_budget": rt_budget()}  # fmt: skip
         assert os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
         assert os.sched_getparam(0).sched_priority == 3
         # a thread that already existed and a thread started inside: helper priority

@@ -7,6 +7,7 @@ it, and this prints the summary and turns the rollouts into the exit status.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -102,6 +103,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rig.reporting.summary import print_summary
     from rig.reporting.why import exit_line
+    from rig.rtbudget import throttle_line
     from rig.runs import launch
     from rig.runs.hostreport import host_watch_line
     from rig.runs.runner import new_run_id
@@ -126,9 +128,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in timing_invalid_lines(rollouts, outcome.host):
             print(line, file=sys.stderr)
+        budget = throttle_line(_manifest_scheduling(outcome.run_dir), rollouts)
+        if budget:
+            print(f"rig run: {budget}", file=sys.stderr)
     if outcome.host_summary is not None:
         print(f"rig run: {host_watch_line(outcome.host_summary, outcome.host)}", file=sys.stderr)
     expected = outcome.planned if outcome.where == "workers" else 0
     line = exit_line(code, rollouts, stop_reason=outcome.stop_reason, expected=expected)
     print(f"rig run: {line}", file=sys.stderr)
     return code
+
+
+def _manifest_scheduling(run_dir: str) -> Any:
+    """The run manifest's `scheduling` (a dict, or the workers' list); None if unreadable."""
+    from rig.recordings.rundir import read_json
+
+    try:
+        manifest = read_json(os.path.join(run_dir, "manifest.json"))
+    except (OSError, ValueError):
+        return None
+    return manifest.get("scheduling") if isinstance(manifest, dict) else None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rig.cli import EXIT_OK, EXIT_ROLLOUTS_FAILED
+from rig.rtbudget import rt_budget
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -43,6 +44,12 @@ def test_a_tolerance_the_rig_cannot_meet_exits_3_with_the_reason(tmp_path: Path)
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["config"]["timing_tolerance"]["loop_lag_max_ms"] == 0.01
     assert manifest["timing_invalid"] == ["turn_what"]
+    # the kernel's real-time budget it ran under, named in the closing lines where it throttles
+    sched = manifest["scheduling"]
+    fifo = sched["policy"] == "SCHED_FIFO"
+    assert sched.get("rt_budget") == (rt_budget() if fifo else None)
+    named = "kernel.sched_rt_runtime_us" in r.stderr
+    assert named == bool(fifo and (sched["rt_budget"] or {}).get("throttles")), r.stderr[-2000:]
     rep = subprocess.run(
         [sys.executable, "-m", "rig", "report", str(tmp_path / "r"), "--json"],
         capture_output=True, text=True, timeout=60,
