@@ -19,6 +19,8 @@ Interval = tuple[int, int]  # (start_ns, end_ns) on the shared monotonic clock
 
 #: late frames closer than this to each other are one cluster (one event hit many streams)
 CLUSTER_GAP_NS = 50_000_000
+#: pauses ending this close to one phase of the real-time budget's period are the budget's
+BUDGET_PHASE_NS = 500_000
 
 
 def host_pauses(per_cpu: Mapping[int, Sequence[Interval]], min_ns: int = 0) -> list[Interval]:
@@ -53,6 +55,27 @@ def _intersect(xs: Sequence[Interval], ys: Sequence[Interval]) -> list[Interval]
             i += 1
         else:
             j += 1
+    return out
+
+
+def budget_stops(
+    pauses: Sequence[Interval], period_ns: int, tol_ns: int = BUDGET_PHASE_NS
+) -> list[bool]:
+    """For each pause: does its end fall within `tol_ns` of another pause's end, on the
+    circle of the budget's period? Those are the kernel's real-time budget ending its stop,
+    not the host resuming (a host resumes whenever it does: two of its pauses ending at one
+    phase of the second within ±0.5 ms is a 1-in-1000 chance)."""
+    if period_ns <= 0 or len(pauses) < 2:
+        return [False] * len(pauses)
+    order = sorted(range(len(pauses)), key=lambda i: pauses[i][1] % period_ns)
+    phases = [pauses[i][1] % period_ns for i in order]
+    out = [False] * len(pauses)
+    n = len(order)
+    for k in range(n):
+        for step in (-1, 1):  # the neighbours on the circle (wrapping past the period's end)
+            d = abs(phases[k] - phases[(k + step) % n])
+            if min(d, period_ns - d) <= tol_ns:
+                out[order[k]] = True
     return out
 
 

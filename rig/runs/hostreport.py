@@ -14,10 +14,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from rig.analysis.hostpause import attribute, host_pauses
+from rig.analysis.hostpause import Interval, attribute, budget_stops, host_pauses
 from rig.hostwatch import Observed
 from rig.recordings.jsonwrite import write_json_atomic
 from rig.recordings.rundir import read_json
+from rig.rtbudget import rt_budget
 
 FILE = "host_pauses.json"
 #: pauses listed in the file (all of them are counted)
@@ -43,6 +44,18 @@ def uplink_frames(rollout_dir: str) -> list[tuple[int, int]]:
     return out
 
 
+def split_pauses(observed: Observed) -> tuple[list[Interval], list[Interval]]:
+    """(the host's pauses, the kernel's real-time budget's stops): while the budget throttles,
+    the stops that end at one phase of its period are its own (rig.analysis.hostpause)."""
+    pauses = host_pauses(observed.late)
+    budget = rt_budget()
+    if not budget or not budget["throttles"]:
+        return pauses, []
+    flags = budget_stops(pauses, budget["period_us"] * 1000)
+    host = [p for p, f in zip(pauses, flags, strict=True) if not f]
+    return host, [p for p, f in zip(pauses, flags, strict=True) if f]
+
+
 def _flagged(rollout_dir: str) -> bool:
     try:
         m = read_json(os.path.join(rollout_dir, "metrics.json"))
@@ -54,7 +67,7 @@ def _flagged(rollout_dir: str) -> bool:
 def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, Any]]:
     """Write this watch into `<run_dir>/host_pauses.json`; returns rollout (or attempt) dir
     name -> its attribution, for the flagged ones streamed while the watch ran."""
-    pauses = host_pauses(observed.late)
+    pauses, budget = split_pauses(observed)
     late_ns = round(observed.threshold_ms * 1e6)
     rollouts: dict[str, dict[str, Any]] = {}
     root = os.path.join(run_dir, "rollouts")
@@ -84,6 +97,9 @@ def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, A
         "host_pause_max_ms": round(max((b - a for a, b in pauses), default=0) / 1e6, 3),
         "host_pause_total_ms": round(sum(b - a for a, b in pauses) / 1e6, 3),
         "pauses": [[a, b] for a, b in pauses[:LISTED]],
+        # stops ending at one phase of the kernel's real-time budget: not the host's
+        "budget_stops": [[a, b] for a, b in budget[:LISTED]],
+        "rt_budget": rt_budget(),
         "rollouts": rollouts,
     }
     os.makedirs(run_dir, exist_ok=True)
@@ -93,13 +109,14 @@ def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, A
 
 def host_summary(observed: Observed) -> dict[str, Any]:
     """The watch in a few numbers (for the run's closing lines)."""
-    pauses = host_pauses(observed.late)
+    pauses, budget = split_pauses(observed)
     return {
         "cpus": len(observed.cpus),
         "rt": observed.rt,
         "seconds": round((observed.end_ns - observed.start_ns) / 1e9, 1),
         "host_pauses": len(pauses),
         "host_pause_max_ms": round(max((b - a for a, b in pauses), default=0) / 1e6, 3),
+        "budget_stops": len(budget),
         "overdue_wakes": sum(len(v) for v in observed.late.values()),
         "threshold_ms": observed.threshold_ms,
         "errors": list(observed.errors),
@@ -116,6 +133,12 @@ def host_watch_line(
         f"{summary['host_pauses']} pauses of the whole machine over "
         f"{summary['threshold_ms']:g} ms (longest {summary['host_pause_max_ms']:g} ms)"
     )
+    if summary.get("budget_stops"):
+        line += (
+            f", and {summary['budget_stops']} stops that ended at one instant of each second: "
+            "the kernel's real-time budget, which stops the observers with the loops (not "
+            "counted as the machine's)"
+        )
     reports = list((rollouts or {}).values())
     clusters = sum(int(r.get("late_clusters") or 0) for r in reports)
     if clusters:

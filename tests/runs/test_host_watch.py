@@ -18,9 +18,15 @@ from typing import Any
 import pytest
 
 import rig
-from rig.analysis.hostpause import attribute, host_pauses, late_clusters, verdict_line
+from rig.analysis.hostpause import (
+    attribute,
+    budget_stops,
+    host_pauses,
+    late_clusters,
+    verdict_line,
+)
 from rig.errors import ConfigError
-from rig.hostwatch import HostWatch
+from rig.hostwatch import HostWatch, Observed
 from rig.runs.hostreport import host_watch_line, write_host_report
 from tests.support.runexit import assert_run_ok
 from tests.support.simproc import start_sim, stop_sim
@@ -156,3 +162,44 @@ async def test_the_watch_is_of_this_machine_only() -> None:
         await rig.run_async(
             "builtin:demo", target="ws://127.0.0.1:9", host_watch=True, engine="ray"
         )
+
+
+S = 1_000_000_000
+
+
+def test_stops_ending_at_one_phase_of_the_budget_period_are_the_budgets() -> None:
+    """Traced 2026-12-07: the "pauses" of a 200-at-once run ended within 40 µs of one phase
+    of each second, as the kernel's real-time budget ends its stops; a host resumes at any
+    phase. Neighbours are found across the period's wrap too."""
+    phase = 88_485_000
+    ends = [S + phase, 2 * S + phase + 20_000, 3 * S + phase - 30_000, 5 * S + 342_657_000]
+    pauses = [(e - 30 * MS, e) for e in ends]
+    assert budget_stops(pauses, S) == [True, True, True, False]
+    assert budget_stops(pauses[:1], S) == [False]  # one stop: nothing to line up with
+    assert budget_stops(pauses, 0) == [False] * 4
+    wrap = [(0, S - 200_000), (2 * S, 2 * S + 100_000), (3 * S, 3 * S + 400 * MS)]
+    assert budget_stops(wrap, S) == [True, True, False]  # 0.3 ms apart across the wrap
+    assert budget_stops(wrap, S, tol_ns=100_000) == [False, False, False]
+
+
+@pytest.mark.parametrize("throttles", [True, False])
+def test_the_report_counts_the_budgets_stops_apart_from_the_hosts(
+    monkeypatch: pytest.MonkeyPatch, throttles: bool
+) -> None:
+    import rig.runs.hostreport as hostreport
+
+    budget = {"runtime_us": 950_000, "period_us": 1_000_000, "throttles": throttles}
+    monkeypatch.setattr(hostreport, "rt_budget", lambda: budget)
+    # both CPUs' observers late together: three stops ending at one phase, one elsewhere
+    spans = [(k * S + 50 * MS, k * S + 88 * MS) for k in (1, 2, 3)] + [(4 * S, 4 * S + 9 * MS)]
+    observed = Observed(
+        cpus=[0, 1], late={0: spans, 1: spans}, wakes={0: 5000, 1: 5000}, rt="SCHED_FIFO 5",
+        threshold_ms=2.0, start_ns=0, end_ns=5 * S,
+    )  # fmt: skip
+    host, stops = hostreport.split_pauses(observed)
+    assert (host, stops) == ((spans[3:], spans[:3]) if throttles else (spans, []))
+    summary = hostreport.host_summary(observed)
+    assert summary["host_pauses"] == len(host) and summary["budget_stops"] == len(stops)
+    line = host_watch_line(summary, None)
+    assert ("3 stops that ended at one instant of each second" in line) == throttles
+    assert f"{len(host)} pauses of the whole machine" in line
