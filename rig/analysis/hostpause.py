@@ -63,8 +63,8 @@ def budget_stops(
 ) -> list[bool]:
     """For each pause: does its end fall within `tol_ns` of another pause's end, on the
     circle of the budget's period? Those are the kernel's real-time budget ending its stop,
-    not the host resuming (a host resumes whenever it does: two of its pauses ending at one
-    phase of the second within ±0.5 ms is a 1-in-1000 chance)."""
+    not the host resuming (a host resumes whenever it does: two of its pauses end within
+    ±0.5 ms of one phase of the second by chance once in 1 000 pairs)."""
     if period_ns <= 0 or len(pauses) < 2:
         return [False] * len(pauses)
     order = sorted(range(len(pauses)), key=lambda i: pauses[i][1] % period_ns)
