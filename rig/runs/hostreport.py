@@ -44,11 +44,13 @@ def uplink_frames(rollout_dir: str) -> list[tuple[int, int]]:
     return out
 
 
-def split_pauses(observed: Observed) -> tuple[list[Interval], list[Interval]]:
-    """(the host's pauses, the kernel's real-time budget's stops): while the budget throttles,
-    the stops that end at one phase of its period are its own (rig.analysis.hostpause)."""
+def split_pauses(
+    observed: Observed, budget: Mapping[str, Any] | None
+) -> tuple[list[Interval], list[Interval]]:
+    """(the host's pauses, the kernel's real-time budget's stops): while the budget
+    (rig.rtbudget.rt_budget) throttles, the stops that end at one phase of its period are
+    its own (rig.analysis.hostpause)."""
     pauses = host_pauses(observed.late)
-    budget = rt_budget()
     if not budget or not budget["throttles"]:
         return pauses, []
     flags = budget_stops(pauses, budget["period_us"] * 1000)
@@ -67,7 +69,8 @@ def _flagged(rollout_dir: str) -> bool:
 def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, Any]]:
     """Write this watch into `<run_dir>/host_pauses.json`; returns rollout (or attempt) dir
     name -> its attribution, for the flagged ones streamed while the watch ran."""
-    pauses, budget = split_pauses(observed)
+    rt = rt_budget()
+    pauses, budget = split_pauses(observed, rt)
     late_ns = round(observed.threshold_ms * 1e6)
     rollouts: dict[str, dict[str, Any]] = {}
     root = os.path.join(run_dir, "rollouts")
@@ -99,7 +102,7 @@ def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, A
         "pauses": [[a, b] for a, b in pauses[:LISTED]],
         # stops ending at one phase of the kernel's real-time budget: not the host's
         "budget_stops": [[a, b] for a, b in budget[:LISTED]],
-        "rt_budget": rt_budget(),
+        "rt_budget": rt,
         "rollouts": rollouts,
     }
     os.makedirs(run_dir, exist_ok=True)
@@ -109,7 +112,7 @@ def write_host_report(run_dir: str, observed: Observed) -> dict[str, dict[str, A
 
 def host_summary(observed: Observed) -> dict[str, Any]:
     """The watch in a few numbers (for the run's closing lines)."""
-    pauses, budget = split_pauses(observed)
+    pauses, budget = split_pauses(observed, rt_budget())
     return {
         "cpus": len(observed.cpus),
         "rt": observed.rt,

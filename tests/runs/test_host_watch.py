@@ -197,7 +197,7 @@ def test_the_report_counts_the_budgets_stops_apart_from_the_hosts(
         cpus=[0, 1], late={0: spans, 1: spans}, wakes={0: 5000, 1: 5000}, rt="SCHED_FIFO 5",
         threshold_ms=2.0, start_ns=0, end_ns=5 * S,
     )  # fmt: skip
-    host, stops = hostreport.split_pauses(observed)
+    host, stops = hostreport.split_pauses(observed, budget)
     assert (host, stops) == ((spans[3:], spans[:3]) if throttles else (spans, []))
     summary = hostreport.host_summary(observed)
     assert summary["host_pauses"] == len(host) and summary["budget_stops"] == len(stops)
