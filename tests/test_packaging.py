@@ -354,6 +354,9 @@ def test_bare_install_every_command_helps(bare: BareVenv) -> None:
 @pytest.mark.install
 @pytest.mark.realtime
 def test_bare_install_runs_the_demo(bare: BareVenv) -> None:
+    # A rerun starts from an empty run directory: `rig demo` rightly refuses to resume one
+    # recorded against another sim port, which would hide why the first attempt failed.
+    shutil.rmtree(bare.root / "out" / "demo", ignore_errors=True)
     r = bare.rig("demo", "--headless", "--out", "out", "--run-id", "demo", timeout=180)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     log = bare.root / "demo.log"
