@@ -17,10 +17,11 @@ it was on that clock, read just before the shared monotonic clock, so the arriva
 clock's reading minus that (the two reads are well under a microsecond apart); a step of the
 wall clock shows as an impossible age and that one stamp is refused.
 
-What it cannot do, and then the loop's stamp stands as before: uvloop (libuv reads in C),
-TLS (the application's bytes come out of the SSL layer, not a socket read), other platforms,
-and a fake clock (tests: fake times only). Which messages' stamps are exact (the message's
-last byte was the read's last byte: rig.transports.websocket) is the caller's business.
+What it cannot do, and then the loop's stamp stands as before: uvloop (libuv reads in C;
+there the rig reads the socket itself with this class: rig.transports.kreader), TLS (the
+application's bytes come out of the SSL layer, not a socket read), other platforms, and a
+fake clock (tests: fake times only). Which messages' stamps are exact (the message's last
+byte was the read's last byte: rig.transports.websocket) is the caller's business.
 """
 
 from __future__ import annotations

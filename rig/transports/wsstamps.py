@@ -24,7 +24,7 @@ from websockets.protocol import Side
 
 from rig.clock.base import Clock
 from rig.net.pathsample import PING_PREFIX
-from rig.transports import kstamp, wsframes
+from rig.transports import kreader, kstamp, wsframes
 from rig.transports.wsdirect import DirectMessages
 from rig.transports.wsread import BufferedReads
 
@@ -34,11 +34,12 @@ class ArrivalStamps:
     the socket (`stamps`, one per complete data message, in order), read from `now_ns`
     (the injected clock's reader; `stamping(cls, clock)` binds it).
 
-    After `kernel_stamps()` (the real clock, asyncio's selector loop, plain TCP on Linux:
-    rig.transports.kstamp) a read's stamp is the kernel's receive time of its last byte,
-    not the loop's. A message whose last byte was that read's last byte has an exact stamp,
-    whatever the loop was doing (`exact`, beside `stamps`: the transport tells the timing
-    verdict which received audio was stamped so, rig.core.selfcheck). Which frame ends
+    After `kernel_stamps()` (the real clock, plain TCP on Linux: rig.transports.kstamp; on
+    uvloop the rig reads the socket itself, rig.transports.kreader) a read's stamp is the
+    kernel's receive time of its last byte, not the loop's. A message whose last byte was
+    that read's last byte has an exact stamp, whatever the loop was doing (`exact`, beside
+    `stamps`: the transport tells the timing verdict which received audio was stamped so,
+    rig.core.selfcheck). Which frame ends
     where is counted from the read's start, which must be a frame boundary: websockets'
     parser waiting for a new frame (not half way through one whose header it consumed
     already) with nothing buffered. A message that ended earlier in its read was there
@@ -86,6 +87,8 @@ class ArrivalStamps:
         self._rx_left = -1
         self._masked = False
         self._sock: Any = None  # the kernel-stamped socket, for peeks
+        #: the rig's own reads of the socket, on a loop that reads in C (rig.transports.kreader)
+        self._own_reader: kreader.OwnReader | None = None
         #: the frame being read one frame per read: its bytes on the wire (0: none), and
         #: how many of them were read so far
         self._frame_want = 0
@@ -96,13 +99,28 @@ class ArrivalStamps:
         False: the loop's stamps, as before. Call once the handshake is done."""
         if self.protocol.extensions:  # type: ignore[attr-defined]  # payloads rewritten
             return False
-        if not kstamp.enable(self.transport):  # type: ignore[attr-defined]
-            return False
+        transport = self.transport  # type: ignore[attr-defined]
+        if kstamp.enable(transport):
+            self._sock = transport._sock  # kstamp.enable's
+        else:  # a loop that reads in C (uvloop): the rig reads the socket itself
+            reader = kreader.take_over(transport, self)
+            if reader is None:
+                return False
+            self._own_reader = reader
+            self._sock = reader.sock
+            conn: Any = self  # websockets' Connection: its transport, and its flow control
+            conn.transport = kreader.ReadingTransport(transport, reader)
+            conn.recv_messages.pause = reader.pause  # bound to the loop's in connection_made
+            conn.recv_messages.resume = reader.resume
         self._masked = self.protocol.side is Side.SERVER  # type: ignore[attr-defined]
-        self._sock = self.transport._sock  # type: ignore[attr-defined]  # kstamp.enable's
         self._kernel_on = True
         self.kernel.source = "kernel"
         return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._own_reader is not None:
+            self._own_reader.close()  # its duplicate descriptor would hold the connection
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def get_buffer(self, sizehint: int) -> memoryview:
         view: memoryview = super().get_buffer(sizehint)  # type: ignore[misc]

@@ -1,14 +1,16 @@
 """Arrival stamps from the kernel (rig/transports/kstamp.py, ArrivalStamps in
 rig/transports/websocket.py), over real loopback TCP: a stamp the kernel took does not move
 when the loop is blocked, only a message that ended a read is called exact (reads of one
-frame each, an option, make that every message), a read that began inside a frame is exact only when
-the rig counted that frame from its header, and where the kernel cannot stamp (uvloop)
-nothing is."""
+frame each, an option, make that every message), a read that began inside a frame is exact
+only when the rig counted that frame from its header; on asyncio's loop and on uvloop (where
+the rig reads a duplicate of the socket itself: rig/transports/kreader.py, which lets go of
+it however the connection ends and follows websockets' flow control)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import socket
 import threading
 import time
@@ -73,6 +75,20 @@ class _Server:
         self._thread.join(5)
 
 
+LOOPS = ["asyncio"] + (["uvloop"] if importlib.util.find_spec("uvloop") else [])
+
+
+@pytest.fixture(params=LOOPS)
+def run(request: pytest.FixtureRequest) -> Callable[[Any], Any]:
+    """Run a coroutine on asyncio's selector loop (kstamp's socket subclass) or on uvloop
+    (the rig's own reads of a duplicate descriptor: rig.transports.kreader)."""
+    if request.param == "uvloop":
+        import uvloop
+
+        return uvloop.run
+    return asyncio.run
+
+
 async def _client(port: int) -> Any:
     return await connect(
         f"ws://127.0.0.1:{port}",
@@ -81,7 +97,7 @@ async def _client(port: int) -> Any:
     )
 
 
-def test_a_blocked_loop_does_not_move_the_kernels_stamp() -> None:
+def test_a_blocked_loop_does_not_move_the_kernels_stamp(run: Callable[[Any], Any]) -> None:
     async def handler(ws: ServerConnection, sent: list[int]) -> None:
         await ws.recv()  # "go"
         sent.append(time.monotonic_ns())
@@ -101,7 +117,7 @@ def test_a_blocked_loop_does_not_move_the_kernels_stamp() -> None:
         return t_ns, exact, t_unblocked
 
     with _Server(handler) as server:
-        t_ns, exact, t_unblocked = asyncio.run(main(server.port))
+        t_ns, exact, t_unblocked = run(main(server.port))
     (sent,) = server.sent
     assert exact
     # stamped where the bytes arrived (loopback: inside the server's send), not 50 ms later
@@ -111,7 +127,7 @@ def test_a_blocked_loop_does_not_move_the_kernels_stamp() -> None:
 
 @pytest.mark.parametrize("one_frame", [False, True], ids=["whole-reads", "one-frame-reads"])
 def test_only_the_message_that_ended_the_read_is_exact(
-    one_frame: bool, monkeypatch: pytest.MonkeyPatch
+    one_frame: bool, monkeypatch: pytest.MonkeyPatch, run: Callable[[Any], Any]
 ) -> None:
     """Two frames in one segment: read whole, only the second ends the read; read one frame
     at a time (the default), each ends a read of its own, with the segment's stamp."""
@@ -138,7 +154,7 @@ def test_only_the_message_that_ended_the_read_is_exact(
         return out, reads
 
     with _Server(handler) as server:
-        ((t1, e1), (t2, e2)), reads = asyncio.run(main(server.port))
+        ((t1, e1), (t2, e2)), reads = run(main(server.port))
     (sent,) = server.sent
     # both carry the segment's stamp (read twice onto the monotonic clock: a few µs apart)
     assert abs(t1 - t2) <= 0.05 * MS, (t1 - t2) / MS
@@ -151,7 +167,7 @@ def test_only_the_message_that_ended_the_read_is_exact(
 
 @pytest.mark.parametrize("one_frame", [False, True], ids=["whole-reads", "one-frame-reads"])
 def test_a_read_that_begins_inside_a_frame_is_exact_only_when_counted_from_its_header(
-    one_frame: bool, monkeypatch: pytest.MonkeyPatch
+    one_frame: bool, monkeypatch: pytest.MonkeyPatch, run: Callable[[Any], Any]
 ) -> None:
     """The frame's header comes alone, then its payload with the next frame's header.
     Read whole, the second read is exactly as long as the first frame but began inside it
@@ -190,13 +206,13 @@ def test_a_read_that_begins_inside_a_frame_is_exact_only_when_counted_from_its_h
         return flags
 
     with _Server(handler) as server:
-        flags = asyncio.run(main(server.port))
+        flags = run(main(server.port))
     assert flags == ([True, True] if one_frame else [False, False])
 
 
 @pytest.mark.parametrize("max_queue", [None, 4], ids=["no-limit", "flow-control"])
 def test_a_backlog_of_frames_is_read_a_frame_a_read_all_exact_and_in_order(
-    max_queue: int | None, monkeypatch: pytest.MonkeyPatch
+    max_queue: int | None, monkeypatch: pytest.MonkeyPatch, run: Callable[[Any], Any]
 ) -> None:
     """40 frames in one segment while the loop is blocked: more than one read callback
     takes (MORE_FRAMES), and with a small `max_queue` websockets pauses reading on the way;
@@ -228,7 +244,7 @@ def test_a_backlog_of_frames_is_read_a_frame_a_read_all_exact_and_in_order(
         return got, stamps, exact
 
     with _Server(handler) as server:
-        got, stamps, exact = asyncio.run(main(server.port))
+        got, stamps, exact = run(main(server.port))
     (sent,) = server.sent
     assert got == frames, [len(g) for g in got]
     assert all(exact), exact
@@ -259,25 +275,107 @@ def test_a_peek_reads_a_frames_size_from_its_header_or_says_0() -> None:
     b.close()
 
 
+def _fds_of(inode: int) -> int:
+    """This process's descriptors open on the socket with `inode`."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, gone already
+            pass
+    return links.count(f"socket:[{inode}]")
+
+
 @pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="uvloop not installed")
-def test_uvloop_cannot_stamp_in_the_kernel_and_says_so() -> None:
+@pytest.mark.parametrize("ending", ["close", "peer-close", "peer-abort"])
+def test_on_uvloop_the_rig_reads_the_socket_and_lets_go_of_it_when_the_connection_ends(
+    ending: str,
+) -> None:
+    """uvloop reads in C, so the rig reads a duplicate of the socket itself: the connection
+    writes through the loop's transport as before, its stamps are the kernel's, and however
+    the connection ends (a close from either side, or the peer dropping TCP without one),
+    the end reaches the connection and the duplicate descriptor is closed with it (held
+    open, it would keep the TCP connection up)."""
     import uvloop
+
+    from rig.transports.kreader import ReadingTransport
 
     async def handler(ws: ServerConnection, sent: list[int]) -> None:
         await ws.recv()
-        await ws.send(b"\x05" * 64)
+        sent.append(time.monotonic_ns())
+        await ws.send(b"\x05" * 640)
+        if ending != "close":
+            await ws.recv()  # the client has read the message
+        if ending == "peer-close":
+            await ws.close()
+        elif ending == "peer-abort":
+            ws.transport.abort()  # RST, no close frame
         await ws.wait_closed()
 
-    async def main(port: int) -> None:
+    async def main(port: int) -> tuple[int, str, float]:
         ws = await _client(port)
-        assert not ws.kernel_stamps()  # libuv reads in C
+        inode = os.fstat(ws.transport.get_extra_info("socket").fileno()).st_ino
+        assert ws.kernel_stamps()
+        assert isinstance(ws.transport, ReadingTransport) and ws.transport.is_reading()
+        assert _fds_of(inode) == 2  # the loop's descriptor and the rig's duplicate
         await ws.send("go")
-        await ws.recv()
-        assert ws.exact.popleft() is False and ws.kernel.source == "loop"
-        await ws.close()
+        time.sleep(0.03)  # noqa: ASYNC251 - blocked: the kernel's stamp must not move
+        t_unblocked = time.monotonic_ns()
+        assert await ws.recv() == b"\x05" * 640
+        assert ws.exact.popleft() is True and ws.kernel.source == "kernel"
+        t_ns = ws.stamps.popleft()
+        if ending == "close":
+            await ws.close()
+        else:
+            await ws.send("end it")
+        await asyncio.wait_for(ws.wait_closed(), 5)
+        await asyncio.sleep(0.05)  # the loop's transport closes its descriptor after the call
+        assert _fds_of(inode) == 0, "a descriptor outlived the connection"
+        return t_ns, type(ws.close_exc).__name__, (t_unblocked - t_ns) / MS
 
     with _Server(handler) as server:
-        uvloop.run(main(server.port))
+        t_ns, close_exc, lag_ms = uvloop.run(main(server.port))
+    (sent,) = server.sent
+    assert -0.2 * MS <= t_ns - sent <= 3 * MS, (t_ns - sent) / MS
+    assert lag_ms > 20, lag_ms  # the loop read it 30 ms later; the stamp is the kernel's
+    expected = "ConnectionClosedError" if ending == "peer-abort" else "ConnectionClosedOK"
+    assert close_exc == expected
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="uvloop not installed")
+def test_on_uvloop_websockets_flow_control_pauses_the_rigs_own_reads() -> None:
+    """With a queue of 4 messages nobody takes, websockets pauses reading: on uvloop that
+    must pause the rig's reader (not the loop's transport, paused for good already), so
+    the rest stays in the socket until the messages are taken, then all arrive in order."""
+    import uvloop
+
+    frames = [bytes([k]) * 300 for k in range(60)]
+
+    async def handler(ws: ServerConnection, sent: list[int]) -> None:
+        await ws.recv()
+        for f in frames:
+            await ws.send(f)
+        await ws.wait_closed()
+
+    async def main(port: int) -> tuple[list[bytes], bool]:
+        ws = await connect(
+            f"ws://127.0.0.1:{port}",
+            create_connection=stamping(StampedConnection, MonotonicClock()),
+            compression=None,
+            max_queue=4,
+        )
+        assert ws.kernel_stamps()
+        await ws.send("go")
+        await asyncio.sleep(0.1)  # everything sent; websockets' queue filled up
+        paused = not ws.transport.is_reading()
+        got = [await ws.recv() for _ in frames]
+        await ws.close()
+        return got, paused
+
+    with _Server(handler) as server:
+        got, paused = uvloop.run(main(server.port))
+    assert paused
+    assert got == frames
 
 
 def test_frame_bytes_follow_rfc6455() -> None:

@@ -34,7 +34,9 @@ def test_each_connection_class_is_read_into_a_buffer_and_ends_as_websockets_does
     assert issubclass(cls, asyncio.BufferedProtocol)  # asyncio then reads with recv_into
     # BufferedProtocol's no-op stubs must not shadow the connection's own
     assert cls.eof_received is Connection.eof_received
-    assert cls.connection_lost is Connection.connection_lost
+    # ArrivalStamps closes its own reader's descriptor first (rig.transports.kreader), then
+    # hands on to websockets' (as `super()` does: tests/transports/test_kstamp.py)
+    assert cls.connection_lost in (Connection.connection_lost, ArrivalStamps.connection_lost)
     # the buffer is ours (ArrivalStamps cuts it at a frame's end, then asks BufferedReads)
     assert cls.get_buffer in (wsread.BufferedReads.get_buffer, ArrivalStamps.get_buffer)
 
