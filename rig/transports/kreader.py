@@ -25,15 +25,28 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import struct
 from typing import Any
 
 from rig.transports import kstamp
+
+TIMESPEC = struct.Struct("@qq")
+ANC_BYTES = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 
 
 class OwnReader:
     """Reads one connection's socket (a duplicate descriptor, kernel stamped) on the loop."""
 
-    __slots__ = ("_closed", "_fd", "_loop", "_protocol", "_transport", "reading", "sock")
+    __slots__ = (
+        "_closed",
+        "_fd",
+        "_loop",
+        "_protocol",
+        "_recvmsg_into",
+        "_transport",
+        "reading",
+        "sock",
+    )
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, transport: Any, protocol: Any, sock: socket.socket
@@ -43,6 +56,7 @@ class OwnReader:
         self._protocol = protocol  # an asyncio.BufferedProtocol
         self.sock = sock
         self._fd = sock.fileno()
+        self._recvmsg_into = sock.recvmsg_into
         self.reading = False
         self._closed = False
 
@@ -66,8 +80,8 @@ class OwnReader:
 
     def _on_readable(self) -> None:
         protocol = self._protocol
-        try:
-            n = self.sock.recv_into(protocol.get_buffer(-1))
+        try:  # KernelStampedSocket.recv_into, inlined: this runs once per message received
+            n, anc, _flags, _addr = self._recvmsg_into((protocol.get_buffer(-1),), ANC_BYTES)
         except (BlockingIOError, InterruptedError):
             return  # woken for nothing (another read took it)
         except OSError:  # reset, or the like: the loop's transport ends the connection
@@ -76,6 +90,13 @@ class OwnReader:
         except Exception as exc:  # the protocol's get_buffer: a bug, said once, not spun on
             self._fail("protocol.get_buffer() failed", exc)
             return
+        stamp = 0  # none: the loop's stamp for this read (the first after stamping began)
+        if anc:
+            level, kind, data = anc[0]
+            if level == socket.SOL_SOCKET and kind == kstamp.SCM_TIMESTAMPNS and len(data) >= 16:
+                sec, nsec = TIMESPEC.unpack_from(data)
+                stamp = sec * 1_000_000_000 + nsec
+        kstamp.LAST.real_ns = stamp
         if not n:
             self.pause()
             if not protocol.eof_received():

@@ -51,7 +51,7 @@ class _Last(threading.local):
     real_ns = 0
 
 
-_LAST = _Last()  # the stamp of the read this thread just made
+LAST = _Last()  # the stamp of the read this thread just made (rig.transports.kreader sets it)
 
 
 class KernelStampedSocket(socket.socket):
@@ -70,7 +70,7 @@ class KernelStampedSocket(socket.socket):
             if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
                 sec, nsec = _TIMESPEC.unpack_from(data)
                 stamp = sec * 1_000_000_000 + nsec
-        _LAST.real_ns = stamp
+        LAST.real_ns = stamp
         return n
 
 
@@ -118,9 +118,9 @@ def keep_on() -> None:
 def take_real_ns() -> int:
     """The kernel's stamp (CLOCK_REALTIME ns) of the read this thread made last, once; 0 when
     that read was not stamped (or was taken already)."""
-    stamp = _LAST.real_ns
+    stamp = LAST.real_ns
     if stamp:
-        _LAST.real_ns = 0
+        LAST.real_ns = 0
     return stamp
 
 
