@@ -99,7 +99,9 @@ async def one_round(port: int, variant: str, streams: int, seconds: float) -> fl
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return 1e6 * (c1 - c0) / max(1, m1 - m0)
+    if m1 == m0:
+        raise SystemExit(f"readpath: {variant}: no message received in {seconds} s")
+    return 1e6 * (c1 - c0) / (m1 - m0)
 
 
 def run(variant: str, port: int, streams: int, seconds: float) -> float:

@@ -393,6 +393,22 @@ async def test_a_rollouts_onsets_are_exact_with_the_kernels_stamps_end_to_end(
     """Transport, session and verdict together, against the reference system over loopback:
     with the kernel's stamps the reply onset's bound is 0 and metrics say how it was stamped;
     with `--arrival-stamps loop` (kernel_stamps=False) the loop's bound (at least 1 ms)."""
+    await _rollout_onsets(tmp_path, kernel)
+
+
+@pytest.mark.realtime
+@pytest.mark.skipif(not importlib.util.find_spec("uvloop"), reason="uvloop not installed")
+def test_on_uvloop_a_rollouts_onsets_are_exact_with_the_kernels_stamps_end_to_end(
+    tmp_path: Any,
+) -> None:
+    """The same rollout with the rig on uvloop (`rig run --loop uvloop`): its reads are the
+    rig's own (rig.transports.kreader), and the reply onset's bound is 0 there too."""
+    import uvloop
+
+    uvloop.run(_rollout_onsets(tmp_path, True))
+
+
+async def _rollout_onsets(tmp_path: Any, kernel: bool) -> None:
     import json
 
     from rig.audio.source import tone
