@@ -194,9 +194,11 @@ def add_capacity_options(p: argparse.ArgumentParser) -> None:
         choices=["kernel", "loop"],
         default=default("arrival_stamps"),
         help="WebSocket arrival stamps: kernel (default: the kernel's receive time of each "
-        "read, exact whatever the event loop was doing, on Linux with the asyncio loop over "
-        "plain TCP; the loop's stamp elsewhere) or loop (always the loop's, bounded by its lag: "
-        "to compare); what was used is in each rollout's metrics (docs/pacing.md)",
+        "read, exact whatever the event loop was doing, on Linux over plain TCP; on uvloop "
+        "the rig reads the socket itself for it, ~3-5 µs more per message received; the "
+        "loop's stamp elsewhere) or loop (always the loop's, bounded by its lag: to compare, "
+        "or the cheapest reads at the edge of capacity); what was used is in each rollout's "
+        "metrics (docs/pacing.md)",
     )
     p.add_argument(
         "--retry-invalid",
