@@ -41,8 +41,9 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 GENERIC_MACHINES = frozenset(
     {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l", "riscv64", "ppc64le", "s390x"}
 )
-_TIMESPEC = struct.Struct("@qq")
-_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+#: a timespec as the control message carries it, and the room its control message needs
+TIMESPEC = struct.Struct("@qq")
+ANC_BYTES = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 #: a kernel stamp more than this before the read (or after it) is refused: a wall-clock step
 MAX_PICKUP_NS = 10_000_000_000
 
@@ -64,11 +65,11 @@ class KernelStampedSocket(socket.socket):
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         if nbytes:
             buffer = memoryview(buffer)[:nbytes]
-        n, anc, _flags, _addr = self.recvmsg_into((buffer,), _ANC_BYTES, flags)
+        n, anc, _flags, _addr = self.recvmsg_into((buffer,), ANC_BYTES, flags)
         stamp = 0
         for level, kind, data in anc:
             if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
-                sec, nsec = _TIMESPEC.unpack_from(data)
+                sec, nsec = TIMESPEC.unpack_from(data)
                 stamp = sec * 1_000_000_000 + nsec
         LAST.real_ns = stamp
         return n
@@ -76,7 +77,7 @@ class KernelStampedSocket(socket.socket):
 
 def supported() -> bool:
     """Can this platform stamp reads in the kernel the way `enable` does?"""
-    return sys.platform == "linux" and _ANC_BYTES > 0 and platform.machine() in GENERIC_MACHINES
+    return sys.platform == "linux" and ANC_BYTES > 0 and platform.machine() in GENERIC_MACHINES
 
 
 def enable(transport: Any) -> bool:

@@ -39,11 +39,11 @@ class ArrivalStamps:
     kernel's receive time of its last byte, not the loop's. A message whose last byte was
     that read's last byte has an exact stamp, whatever the loop was doing (`exact`, beside
     `stamps`: the transport tells the timing verdict which received audio was stamped so,
-    rig.core.selfcheck). Which frame ends
-    where is counted from the read's start, which must be a frame boundary: websockets'
-    parser waiting for a new frame (not half way through one whose header it consumed
-    already) with nothing buffered. A message that ended earlier in its read was there
-    before the stamp by an unknown amount: it is bounded by the loop's lag as before.
+    rig.core.selfcheck). Which frame ends where is counted from the read's start, which must
+    be a frame boundary: websockets' parser waiting for a new frame (not half way through
+    one whose header it consumed already) with nothing buffered. A message that ended
+    earlier in its read was there before the stamp by an unknown amount: it is bounded by
+    the loop's lag as before.
 
     Off by default, an option measured and not yet won (`one_frame_reads`): so that no
     messages share a read, each read at a frame boundary asks the socket for one frame
