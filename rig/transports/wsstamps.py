@@ -103,7 +103,8 @@ class ArrivalStamps:
         if kstamp.enable(transport):
             self._sock = transport._sock  # kstamp.enable's
         else:  # a loop that reads in C (uvloop): the rig reads the socket itself
-            reader = kreader.take_over(transport, self)
+            # whole reads: BufferedReads' buffer calls only forward to data_received
+            reader = kreader.take_over(transport, self, direct=not self.one_frame_reads)
             if reader is None:
                 return False
             self._own_reader = reader
