@@ -32,7 +32,6 @@ from typing import Any
 
 from rig.transports import kstamp
 from rig.transports.kstamp import ANC_BYTES, TIMESPEC
-from rig.transports.wsread import thread_buffer
 
 
 class OwnReader:
@@ -40,7 +39,6 @@ class OwnReader:
 
     __slots__ = (
         "_closed",
-        "_direct",
         "_fd",
         "_loop",
         "_protocol",
@@ -51,18 +49,9 @@ class OwnReader:
     )
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        transport: Any,
-        protocol: Any,
-        sock: socket.socket,
-        direct: bool = False,
+        self, loop: asyncio.AbstractEventLoop, transport: Any, protocol: Any, sock: socket.socket
     ) -> None:
         self._loop = loop
-        #: read into this thread's buffer and hand the bytes to `data_received`, two calls
-        #: fewer than `get_buffer` / `buffer_updated` (for a protocol that says they are the
-        #: same: rig.transports.wsread.BufferedReads without one-frame reads)
-        self._direct = direct
         self._transport = transport  # the loop's own, for closing
         self._protocol = protocol  # an asyncio.BufferedProtocol
         self.sock = sock
@@ -91,10 +80,8 @@ class OwnReader:
 
     def _on_readable(self) -> None:
         protocol = self._protocol
-        direct = self._direct
         try:  # KernelStampedSocket.recv_into, inlined: this runs once per message received
-            view = thread_buffer() if direct else protocol.get_buffer(-1)
-            n, anc, _flags, _addr = self._recvmsg_into((view,), ANC_BYTES)
+            n, anc, _flags, _addr = self._recvmsg_into((protocol.get_buffer(-1),), ANC_BYTES)
         except (BlockingIOError, InterruptedError):
             return  # woken for nothing (another read took it)
         except OSError:  # reset, or the like: the loop's transport ends the connection
@@ -116,12 +103,9 @@ class OwnReader:
                 self._transport.close()
             return
         try:
-            if direct:
-                protocol.data_received(bytes(view[:n]))
-            else:
-                protocol.buffer_updated(n)
+            protocol.buffer_updated(n)
         except Exception as exc:
-            self._fail("the protocol failed on what was read", exc)
+            self._fail("protocol.buffer_updated() failed", exc)
 
     def _abort(self) -> None:
         self.pause()
@@ -162,11 +146,10 @@ class ReadingTransport:
         return getattr(self._inner, name)
 
 
-def take_over(transport: Any, protocol: Any, direct: bool = False) -> OwnReader | None:
+def take_over(transport: Any, protocol: Any) -> OwnReader | None:
     """Read `transport`'s socket with kernel stamps from now on (see the module); None
     where that cannot be done (not Linux, TLS, not TCP, not reading, no descriptor): then
-    nothing changed. The caller puts `ReadingTransport(transport, reader)` in its place.
-    `direct`: the protocol's `data_received` may take the bytes (see OwnReader)."""
+    nothing changed. The caller puts `ReadingTransport(transport, reader)` in its place."""
     if not kstamp.supported() or transport.is_closing() or not transport.is_reading():
         return None
     if transport.get_extra_info("ssl_object") is not None:  # bytes come out of TLS, not read
@@ -188,7 +171,7 @@ def take_over(transport: Any, protocol: Any, direct: bool = False) -> OwnReader 
         return None
     kstamp.keep_on()
     sock.__class__ = kstamp.KernelStampedSocket
-    reader = OwnReader(asyncio.get_running_loop(), transport, protocol, sock, direct)
+    reader = OwnReader(asyncio.get_running_loop(), transport, protocol, sock)
     transport.pause_reading()
     reader.resume()
     return reader

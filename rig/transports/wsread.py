@@ -33,7 +33,9 @@ class BufferedReads:
     _read_view: memoryview | None = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        view = thread_buffer(sizehint)
+        view = getattr(_THREAD, "view", None)
+        if view is None or len(view) < sizehint:  # the SSL layer passes its read size
+            view = _THREAD.view = memoryview(bytearray(max(READ_BYTES, sizehint)))
         self._read_view = view  # what this read fills, whatever another thread does
         return view
 
@@ -41,15 +43,6 @@ class BufferedReads:
         view = self._read_view
         assert view is not None
         self.data_received(bytes(view[:nbytes]))  # type: ignore[attr-defined]
-
-
-def thread_buffer(sizehint: int = 0) -> memoryview:
-    """This thread's read buffer, at least `sizehint` bytes (filled and emptied within one
-    read callback: see the module)."""
-    view: memoryview | None = getattr(_THREAD, "view", None)
-    if view is None or len(view) < sizehint:  # the SSL layer passes its read size
-        view = _THREAD.view = memoryview(bytearray(max(READ_BYTES, sizehint)))
-    return view
 
 
 _THREAD = threading.local()  # the read buffer of this thread's loop

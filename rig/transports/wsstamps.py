@@ -103,8 +103,7 @@ class ArrivalStamps:
         if kstamp.enable(transport):
             self._sock = transport._sock  # kstamp.enable's
         else:  # a loop that reads in C (uvloop): the rig reads the socket itself
-            # whole reads: BufferedReads' buffer calls only forward to data_received
-            reader = kreader.take_over(transport, self, direct=not self.one_frame_reads)
+            reader = kreader.take_over(transport, self)
             if reader is None:
                 return False
             self._own_reader = reader
