@@ -11,7 +11,7 @@ How: once the handshake is done, the loop's transport stops reading for good
 (`pause_reading`) and the rig watches a duplicate of its socket's descriptor
 (`loop.add_reader`): one read per readiness into the protocol's `get_buffer`, then
 `buffer_updated`, as asyncio's selector transport reads, with the kernel's stamp taken as
-there (rig.transports.kstamp.KernelStampedSocket's read, inlined: it runs per message).
+there (rig.transports.kstamp.keep_stamp, as KernelStampedSocket's read does).
 Writing, closing and write errors stay the loop's transport's. The connection is handed a
 `ReadingTransport` in its place: the same transport for everything but `pause_reading` /
 `resume_reading` / `is_reading`, which act on the rig's reader (websockets' flow control).
@@ -31,7 +31,7 @@ import socket
 from typing import Any
 
 from rig.transports import kstamp
-from rig.transports.kstamp import ANC_BYTES, TIMESPEC
+from rig.transports.kstamp import ANC_BYTES
 
 
 class OwnReader:
@@ -80,7 +80,7 @@ class OwnReader:
 
     def _on_readable(self) -> None:
         protocol = self._protocol
-        try:  # KernelStampedSocket.recv_into, inlined: this runs once per message received
+        try:  # as KernelStampedSocket.recv_into, without its buffer slicing: once per message
             n, anc, _flags, _addr = self._recvmsg_into((protocol.get_buffer(-1),), ANC_BYTES)
         except (BlockingIOError, InterruptedError):
             return  # woken for nothing (another read took it)
@@ -90,13 +90,7 @@ class OwnReader:
         except Exception as exc:  # the protocol's get_buffer: a bug, said once, not spun on
             self._fail("protocol.get_buffer() failed", exc)
             return
-        stamp = 0  # none: the loop's stamp for this read (the first after stamping began)
-        if anc:
-            level, kind, data = anc[0]
-            if level == socket.SOL_SOCKET and kind == kstamp.SCM_TIMESTAMPNS and len(data) >= 16:
-                sec, nsec = TIMESPEC.unpack_from(data)
-                stamp = sec * 1_000_000_000 + nsec
-        kstamp.LAST.real_ns = stamp
+        kstamp.keep_stamp(anc)
         if not n:
             self.pause()
             if not protocol.eof_received():

@@ -66,13 +66,19 @@ class KernelStampedSocket(socket.socket):
         if nbytes:
             buffer = memoryview(buffer)[:nbytes]
         n, anc, _flags, _addr = self.recvmsg_into((buffer,), ANC_BYTES, flags)
-        stamp = 0
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
-                sec, nsec = TIMESPEC.unpack_from(data)
-                stamp = sec * 1_000_000_000 + nsec
-        LAST.real_ns = stamp
+        keep_stamp(anc)
         return n
+
+
+def keep_stamp(anc: list[tuple[int, int, bytes]]) -> None:
+    """Keep the kernel's stamp in a read's control messages for `take_real_ns` (0: none,
+    the loop's stamp for that read: the first after stamping began)."""
+    stamp = 0
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            stamp = sec * 1_000_000_000 + nsec
+    LAST.real_ns = stamp
 
 
 def supported() -> bool:
