@@ -106,7 +106,25 @@ def _run_all(tmp: Path, scenario: Path) -> dict[str, Path]:
         finally:
             stop_sim(sim)
         assert run.returncode in (0, 3), out
-    return {name: tmp / "out" / name for name in POLICIES}
+    runs = {name: tmp / "out" / name for name in POLICIES}
+    _all_timed(runs)
+    return runs
+
+
+def _all_timed(runs: dict[str, Path]) -> None:
+    """Every rollout's own timing held. A rollout the rig flags (`timing_valid` false: a busy
+    host) is rightly left out of scoring, so the checks below could not find its group: say
+    so, with the rig's reasons, instead of failing later on a missing group."""
+    flagged = []
+    for name, run in runs.items():
+        for f in sorted((run / "rollouts").glob("*/metrics.json")):
+            m = json.loads(f.read_text())
+            if m.get("status") not in ("ok", "no_audio"):  # not scored either
+                flagged.append(f"{name}/{f.parent.name}: status {m.get('status')}")
+            elif m.get("timing_valid") is False:
+                reasons = (m.get("rig_timing") or {}).get("reasons")
+                flagged.append(f"{name}/{f.parent.name}: {reasons}")
+    assert not flagged, "rollouts left out of scoring (host busy?): " + "; ".join(flagged)
 
 
 def _append_marks(run: Path) -> None:
