@@ -15,9 +15,16 @@ across wrappings.
     python bench/loopcpu.py --n 100 --pieces timer serve recv probe path
     PYTHONPATH=/tmp/other-tree python bench/loopcpu.py --n 100 --pieces serve   # A/B
     python bench/loopcpu.py --side sim --n 100 --pieces simread direct onaudio emit
+    python bench/loopcpu.py --side sim --n 200 --scenario builtin:timing --repeat 40 \
+        --warm 5 --window 4 --pieces direct onaudio clean emit   # the reply phase's peak
 
 `--side sim` turns it round: `rig sim` runs in this process (its loop thread measured, with
 the SIM_PIECES wrapped) and `rig run` in its own; frames are the sim's input chunks then.
+
+`--scenario` plays a scenario (`builtin:timing`: questions, replies, barge-ins, noise) instead
+of a tone turn per rollout, `--repeat` times with N at once; not every stream then sends in
+the window, so the frames are counted by the piece that sees each one (`serve`, or `onaudio`
+with `--side sim`), which must be wrapped.
 
 Per piece: calls in the window, µs of loop-thread CPU per uplink frame (the window's frames:
 the `serve` calls where it is wrapped, else N x frames per second x window) and per call.
@@ -175,14 +182,23 @@ def main() -> None:
     ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     ap.add_argument("--port", type=int, default=8799)
     ap.add_argument("--rt-priority", type=int, default=3)
+    ap.add_argument(
+        "--scenario", default=None,
+        help="a scenario instead of the tone turn (e.g. builtin:timing); frames counted by "
+        "the wrapped `serve` (rig side) or `onaudio` (sim side)",
+    )  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=None, help="with --scenario: --repeat (N)")
     args = ap.parse_args()
-    if args.warm + args.window > args.seconds:
+    if args.scenario is None and args.warm + args.window > args.seconds:
         ap.error("--warm + --window must fall inside --seconds")
     table = PIECES if args.side == "rig" else SIM_PIECES
+    counted = "serve" if args.side == "rig" else "onaudio"
     if args.pieces is None:
-        args.pieces = ["serve" if args.side == "rig" else "onaudio"]
+        args.pieces = [counted]
     if wrong := [name for name in args.pieces if name not in table]:
         ap.error(f"not pieces of the {args.side} side: {', '.join(wrong)}")
+    if args.scenario is not None and counted not in args.pieces:
+        ap.error(f"--scenario counts the frames by `{counted}`: wrap it (--pieces {counted} ...)")
     pieces = Pieces()
     for name in args.pieces:
         module, cls, attr = table[name]
@@ -191,8 +207,10 @@ def main() -> None:
     load0 = os.getloadavg()
     res: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rig-loopcpu-") as tmp:
-        wav = os.path.join(tmp, "tone.wav")
-        tone_wav(wav, args.seconds)
+        wav = args.scenario
+        if wav is None:
+            wav = os.path.join(tmp, "tone.wav")
+            tone_wav(wav, args.seconds)
         (measure_rig if args.side == "rig" else measure_sim)(args, pieces, wav, tmp, res)
     report(args, res, cal_us, load0)
 
@@ -257,12 +275,16 @@ def sim_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_argv(args: argparse.Namespace, wav: str, out: str) -> list[str]:
-    return ["run", wav, "--target", f"ws://127.0.0.1:{args.port}", "--out", out,
-            "--run-id", "loopcpu", "--headless", "--repeat", str(args.n),
-            "--concurrency", str(args.n), "--connect-concurrency", "16", "--workers", "1",
-            "--drain-quiet-s", "1", "--max-s", str(args.seconds + 30),
-            "--probe-interval-s", "0.5", "--rt-priority", str(args.rt_priority),
-            "--progress-interval-s", "0", "--loop", args.loop]  # fmt: skip
+    """The tone turn (`wav`), or `--scenario` with its own drains and caps."""
+    common = ["run", wav, "--target", f"ws://127.0.0.1:{args.port}", "--out", out,
+              "--run-id", "loopcpu", "--headless", "--concurrency", str(args.n),
+              "--connect-concurrency", "16", "--workers", "1", "--probe-interval-s", "0.5",
+              "--rt-priority", str(args.rt_priority), "--progress-interval-s", "0",
+              "--loop", args.loop]  # fmt: skip
+    if getattr(args, "scenario", None) is not None:
+        return [*common, "--repeat", str(args.repeat or args.n)]
+    return [*common, "--repeat", str(args.n), "--drain-quiet-s", "1",
+            "--max-s", str(args.seconds + 30)]  # fmt: skip
 
 
 def in_this_thread(argv: list[str], ok: tuple[int, ...]) -> None:

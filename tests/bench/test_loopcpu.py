@@ -48,3 +48,27 @@ def test_the_sim_side_counts_its_frames_from_the_engine_s_chunks(capsys) -> None
     out = capsys.readouterr().out
     assert "8000 uplink frames" in out and "125.0 us/frame" in out  # 1 s of CPU / 8000
     assert "| direct | 4500 | 0.75 | 0.67 |" in out
+
+
+def test_a_scenario_replaces_the_tone_turn_and_keeps_its_own_drains() -> None:
+    tone = argparse.Namespace(n=50, port=8799, rt_priority=3, loop="uvloop", seconds=20.0)
+    argv = loopcpu.run_argv(tone, "/tmp/tone.wav", "/tmp/out")
+    assert argv[1] == "/tmp/tone.wav" and argv[argv.index("--repeat") + 1] == "50"
+    assert argv[argv.index("--max-s") + 1] == "50.0" and "--drain-quiet-s" in argv
+    timing = argparse.Namespace(**vars(tone), scenario="builtin:timing", repeat=40)
+    argv = loopcpu.run_argv(timing, "builtin:timing", "/tmp/out")
+    assert argv[1] == "builtin:timing" and argv[argv.index("--repeat") + 1] == "40"
+    assert argv[argv.index("--concurrency") + 1] == "50"
+    assert "--max-s" not in argv and "--drain-quiet-s" not in argv  # the scenario's own
+
+
+def test_a_scenario_needs_the_piece_that_counts_its_frames(monkeypatch, capsys) -> None:
+    argv = ["loopcpu.py", "--side", "sim", "--scenario", "builtin:timing", "--pieces", "direct"]
+    monkeypatch.setattr(sys, "argv", argv)
+    try:
+        loopcpu.main()
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("main() ran without the counting piece")
+    assert "counts the frames by `onaudio`" in capsys.readouterr().err
