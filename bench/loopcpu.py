@@ -189,6 +189,8 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--repeat", type=int, default=None, help="with --scenario: --repeat (N)")
     args = ap.parse_args()
+    if args.scenario is None and args.repeat is not None:
+        ap.error("--repeat goes with --scenario (the tone turn runs once per rollout, N at once)")
     if args.scenario is None and args.warm + args.window > args.seconds:
         ap.error("--warm + --window must fall inside --seconds")
     table = PIECES if args.side == "rig" else SIM_PIECES
