@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from rig.scoring.rundir import SCORED_STATUSES
 from tests.support.simproc import start_sim, stop_sim
 
 pytestmark = pytest.mark.realtime
@@ -119,7 +120,7 @@ def _all_timed(runs: dict[str, Path]) -> None:
     for name, run in runs.items():
         for f in sorted((run / "rollouts").glob("*/metrics.json")):
             m = json.loads(f.read_text())
-            if m.get("status") not in ("ok", "no_audio"):  # not scored either
+            if m.get("status") not in SCORED_STATUSES:  # not scored either
                 flagged.append(f"{name}/{f.parent.name}: status {m.get('status')}")
             elif m.get("timing_valid") is False:
                 reasons = (m.get("rig_timing") or {}).get("reasons")
